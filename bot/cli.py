@@ -1,0 +1,126 @@
+"""The command line: the only module that parses arguments.
+
+Each command calls one typed function with keywords and maps ``CompilewatchError`` to its exit
+code (documented in docs/cli.md): 0 ok, 1 gating regression found, 2 usage or input error,
+3 internal error (a bug: the traceback is printed).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from compilewatch.compiler.errors import CompilewatchError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DB_HELP = "Database URL (sqlite:///path or postgresql+psycopg://...). Env: COMPILEWATCH_DB."
+
+
+def handle_errors(fn: F) -> F:
+    """Turn library errors into a message and an exit code at the edge."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except CompilewatchError as e:
+            click.echo(f"compilewatch: error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
+            raise
+        except Exception:
+            click.echo("compilewatch: internal error (please report):", err=True)
+            traceback.print_exc()
+            sys.exit(3)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="compilewatch")
+def main() -> None:
+    """compilewatch: measure torch.compile on model suites, compare, and report.
+
+    \b
+    Examples:
+      compilewatch run --suite micro --device cpu --out results.json
+      compilewatch suites
+    """
+
+
+@main.command("run")
+@click.option("--suite", "suites", multiple=True,
+              help="Suite to run: a built-in name (micro, hf, vision, timm), a Python file, or a "
+                   "module. Repeatable. Default: [tool.compilewatch] suites of ./pyproject.toml, "
+                   "else micro.")
+@click.option("--model", "models", multiple=True,
+              help="Only these models (exact names or shell globs). Repeatable.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Device to compile for.")
+@click.option("--mode", "modes", multiple=True,
+              type=click.Choice(["default", "reduce-overhead", "max-autotune"]),
+              help="torch.compile mode; repeatable for a sweep. Default: each model's own "
+                   "(default).")
+@click.option("--dtype", "dtypes", multiple=True,
+              type=click.Choice(["float32", "bfloat16", "amp"]),
+              help="Precision; repeatable. amp = float32 weights under autocast. Default: "
+                   "float32.")
+@click.option("--dynamic", "dynamics", multiple=True, type=click.Choice(["auto", "true", "false"]),
+              help="torch.compile(dynamic=...): auto is None. Repeatable. Default: the "
+                   "model's own.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("results.json"), show_default=True, help="Results JSON to write.")
+@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
+              help="Seconds one worker process (one model, one phase) may take before it is "
+                   "killed and recorded as a timeout.")
+@click.option("--rounds", type=int, default=30, show_default=True,
+              help="Interleaved eager/compiled timing rounds per model.")
+@click.option("--block-ms", type=float, default=20.0, show_default=True,
+              help="Target wall time of one timed block of back-to-back calls.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Inductor cache root to reuse. Default: a fresh empty dir per model, so that "
+                   "the cold compile is really cold.")
+@click.option("--no-warm", is_flag=True, help="Skip the warm-compile process.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary table.")
+@handle_errors
+def run_cmd(**kwargs: Any) -> None:
+    """Measure suites through Dynamo -> AOTAutograd -> Inductor and write a results file.
+
+    Every (model, config) runs in isolated worker processes: a cold compile in a fresh process
+    with an empty Inductor cache dir, then a warm compile in a new process on the same dir. A
+    model that raises, crashes, hangs or runs out of memory is recorded and the run goes on.
+
+    \b
+    Example:
+      compilewatch run --suite micro --device cpu --out results.json
+    """
+    from compilewatch.bot.run import run_command
+
+    run_command(**kwargs)
+
+
+@main.command("suites")
+@click.option("--suite", "suites", multiple=True, help="Only these suites (names, files, modules).")
+@handle_errors
+def suites_cmd(suites: tuple[str, ...]) -> None:
+    """List the suites and the models in each.
+
+    \b
+    Example:
+      compilewatch suites --suite micro
+    """
+    from compilewatch.bot.run import suites_command
+
+    suites_command(suites=list(suites))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

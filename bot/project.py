@@ -1,0 +1,53 @@
+"""``[tool.compilewatch]`` of the repository under test, validated once into a frozen object.
+
+Unknown keys are warned about, not ignored silently: a typo in a threshold must not pass unseen.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from compilewatch.compiler.errors import UsageError
+
+
+class ProjectConfig(BaseModel):
+    """What a repository says about how compilewatch should measure and judge it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    suites: tuple[str, ...] = ()
+    root: Path = Field(default=Path("."), exclude=True)
+
+    def known_extra(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+KNOWN_KEYS = {"suites", "thresholds", "models", "baseline"}
+
+
+def load_project_config(repo: str | Path = ".") -> ProjectConfig:
+    """Read ``repo/pyproject.toml``; a missing file or table gives the defaults."""
+    root = Path(repo)
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return ProjectConfig(root=root)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"{path}: cannot parse: {e}") from None
+    table = data.get("tool", {}).get("compilewatch", {})
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [tool.compilewatch] must be a table")
+    for key in sorted(set(table) - KNOWN_KEYS):
+        warnings.warn(f"{path}: unknown key tool.compilewatch.{key} ignored", stacklevel=2)
+    try:
+        return ProjectConfig(root=root, **table)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"{path}: tool.compilewatch.{where}: {first['msg']}") from None

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set up a virtualenv (torch CPU pinned by requirements/ci.txt) and run lint + tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q -r requirements/ci.txt
+python -m pip install -q -e '.[test]'
+ruff check .
+python -m pytest -q "$@"

@@ -1,0 +1,143 @@
+"""Builders of realistic, schema-valid results for tests that do not need a real compile.
+
+Every stage (db, compare, templates, bot) builds its inputs here so that all of them consume
+the one results schema. Numbers are drawn from a seeded RNG around the given medians so that
+noise is realistic but reproducible.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+from compilewatch.compiler.schema import (
+    SCHEMA_VERSION,
+    STATUS_OF,
+    Accuracy,
+    Cache,
+    CacheCounters,
+    CacheKey,
+    Category,
+    Compile,
+    Config,
+    Environment,
+    GitInfo,
+    GraphBreak,
+    Interval,
+    Latency,
+    Memory,
+    ModelResult,
+    Recompile,
+    RunResults,
+    RunSettings,
+    Status,
+)
+
+BASE_COMPONENTS = {
+    "gm": "gmhash0000000000",
+    "example_inputs[0]": "exin0aaaaaaaaaaa",
+    "example_inputs[1]": "exin1bbbbbbbbbbb",
+    "fx_kwargs[is_inference]": "isinfcccccccccccc",
+    "inductor_config[max_autotune]": "maxautodddddddddd",
+    "torch_version": "torchveeeeeeeeeee",
+}
+
+
+def environment(**overrides: Any) -> Environment:
+    data: dict[str, Any] = {
+        "fingerprint": "f" * 32,
+        "python": "3.11.7",
+        "platform": "Linux-x86_64",
+        "machine": "x86_64",
+        "cpu_count": 2,
+        "torch": "2.13.0+cpu",
+        "gpu_count": 0,
+    }
+    data.update(overrides)
+    return Environment(**data)
+
+
+def samples(median: float, n: int, rng: random.Random, spread: float = 0.02) -> list[float]:
+    return [max(0.001, median * (1 + rng.gauss(0, spread))) for _ in range(n)]
+
+
+def cache_key(components: dict[str, str] | None = None, kind: str = "fx", hit: bool = False,
+              phase: str = "cold") -> CacheKey:
+    comps = dict(BASE_COMPONENTS if components is None else components)
+    key = ("a" if kind == "aot" else "f") + "".join(sorted(comps.values()))[:40]
+    return CacheKey(key=key, components=comps, hit=hit, state="hit" if hit else "miss",
+                    phase=phase)
+
+
+def model_result(
+    model: str = "tiny_mlp",
+    *,
+    suite: str = "micro",
+    config: Config | None = None,
+    eager_us: float = 100.0,
+    compiled_us: float = 50.0,
+    n: int = 30,
+    seed: int = 0,
+    spread: float = 0.02,
+    category: Category = Category.OK,
+    error: str | None = None,
+    graph_breaks: list[str] | None = None,
+    recompiles: list[str] | None = None,
+    components: dict[str, str] | None = None,
+    cold_s: float = 10.0,
+    warm_s: float = 2.0,
+    accuracy_passed: bool = True,
+    peak_bytes: int | None = None,
+) -> ModelResult:
+    """One result; a non-OK category gives a result without timings, as the harness writes."""
+    rng = random.Random(f"{model}-{seed}")
+    status = STATUS_OF[category]
+    base = {"model": model, "suite": suite, "config": config or Config(), "status": status,
+            "category": category, "error": error}
+    if status in (Status.ERROR, Status.TIMEOUT, Status.CRASH, Status.SKIP):
+        return ModelResult(**base)
+    eager = samples(eager_us, n, rng, spread)
+    compiled = samples(compiled_us, n, rng, spread)
+    ratios = sorted(e / c for e, c in zip(eager, compiled, strict=True))
+    mid = ratios[len(ratios) // 2]
+    return ModelResult(
+        **base,
+        speedup=Interval(value=mid, ci_low=ratios[len(ratios) // 5],
+                         ci_high=ratios[(4 * len(ratios)) // 5]),
+        latency=Latency(
+            method="interleaved-blocks", timer="perf_counter", calls_per_block=10,
+            eager_us=eager, compiled_us=compiled,
+            eager_median_us=sorted(eager)[n // 2], compiled_median_us=sorted(compiled)[n // 2],
+        ),
+        compile=Compile(cold_s=cold_s * (1 + rng.gauss(0, 0.05)),
+                        warm_s=warm_s * (1 + rng.gauss(0, 0.05)),
+                        phases={"dynamo": 1.0, "aot_autograd": 2.0, "inductor": 6.0,
+                                "codegen": 4.0},
+                        frames=1 + len(graph_breaks or []), graphs=1 + len(graph_breaks or []),
+                        guard_count=12),
+        graph_breaks=[GraphBreak(reason=r) for r in graph_breaks or []],
+        recompiles=[Recompile(reason=r, compile_id=f"0/{i + 1}")
+                    for i, r in enumerate(recompiles or [])],
+        cache=Cache(fx=[cache_key(components)], aot=[cache_key(components, kind="aot")],
+                    counters={"cold": CacheCounters(fx_miss=1, aot_miss=1),
+                              "warm": CacheCounters(fx_hit=1, aot_hit=1)}),
+        accuracy=Accuracy(passed=accuracy_passed, max_abs_err=1e-6 if accuracy_passed else 0.5,
+                          max_rel_err=1e-6, atol=1e-4, rtol=1e-4, eager_deterministic=True),
+        memory=Memory(eager_peak_bytes=peak_bytes, compiled_peak_bytes=peak_bytes),
+        duration_s=cold_s + warm_s + 1.0,
+    )
+
+
+def run_results(results: list[ModelResult] | None = None, *, commit: str | None = None,
+                run_id: str | None = None, env: Environment | None = None,
+                created_at: str = "2026-11-29T08:00:00+00:00", **git: Any) -> RunResults:
+    return RunResults(
+        schema_version=SCHEMA_VERSION,
+        run_id=run_id or uuid.uuid4().hex,
+        created_at=created_at,
+        environment=env or environment(),
+        git=GitInfo(commit=commit, **git),
+        settings=RunSettings(suites=["micro"], timeout_s=600, rounds=30, block_ms=10),
+        results=results if results is not None else [model_result()],
+    )
