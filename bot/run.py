@@ -1,0 +1,167 @@
+"""``compilewatch run`` and ``compilewatch suites``: resolve suites, measure, write results.
+
+This module composes: suites (what) + compiler.runner (how) + schema (the file). It owns the
+terminal experience (progress bar, summary table) and nothing else.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import itertools
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from compilewatch.bot import git as gitutil
+from compilewatch.bot.project import load_project_config
+from compilewatch.bot.summary import summary_table
+from compilewatch.compiler.errors import UsageError
+from compilewatch.compiler.runner import Job, RunOptions, run_job
+from compilewatch.compiler.schema import (
+    SCHEMA_VERSION,
+    Config,
+    Environment,
+    GitInfo,
+    RunResults,
+    RunSettings,
+    save_results,
+)
+from compilewatch.suites.loader import Suite, resolve_suites
+
+DYNAMIC = {"auto": None, "true": True, "false": False}
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def suite_sources(suites: Iterable[str], repo: Path = Path(".")) -> list[str]:
+    """CLI suites, else the repository's ``[tool.compilewatch] suites``, else ``micro``."""
+    chosen = list(suites)
+    if chosen:
+        return chosen
+    project = load_project_config(repo)
+    return [str(repo / s) if s.endswith(".py") else s for s in project.suites] or ["micro"]
+
+
+def collect_environment(python: str = sys.executable) -> Environment:
+    """Ask the interpreter under test (it may be another torch build) where it runs."""
+    try:
+        out = subprocess.run([python, "-m", "compilewatch.compiler.environment"],
+                             capture_output=True, text=True, check=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        raise UsageError(f"cannot query the environment of {python}: {detail[-2000:]}") from None
+    return Environment.model_validate(json.loads(out.stdout))
+
+
+def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
+              modes: Iterable[str] = (), dtypes: Iterable[str] = (),
+              dynamics: Iterable[str] = ()) -> list[Job]:
+    """Expand suites x models x configs; empty sweeps mean each model's own default."""
+    patterns = list(models)
+    jobs: list[Job] = []
+    matched: set[str] = set()
+    for suite in suites:
+        for spec in suite.models.values():
+            if patterns and not any(fnmatch.fnmatchcase(spec.name, p) for p in patterns):
+                continue
+            matched.add(spec.name)
+            combos = itertools.product(
+                list(modes) or [spec.default_mode(device)],
+                list(dtypes) or [spec.dtype or "float32"],
+                [DYNAMIC[d] for d in dynamics] or [spec.dynamic])
+            seen: set[str] = set()
+            for mode, dtype, dynamic in combos:
+                cfg = Config(device=device, mode=mode, dtype=dtype, dynamic=dynamic)
+                if cfg.slug not in seen:
+                    seen.add(cfg.slug)
+                    jobs.append(Job(suite, spec, cfg))
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(m, p) for m in matched)]
+    if unmatched:
+        raise UsageError(f"--model {', '.join(unmatched)} matches no model in "
+                         f"{', '.join(s.name for s in suites)}")
+    return jobs
+
+
+def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
+                 console: Console | None = None) -> list[Any]:
+    """Run every job with a progress bar showing the model and its phase."""
+    console = console or Console(stderr=True)
+    results = []
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("{task.fields[phase]}"))
+    with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
+        task = progress.add_task("measuring", total=len(jobs), phase="")
+        for job in jobs:
+            label = f"{job.suite.name}/{job.spec.name} [{job.config.slug}]"
+            progress.update(task, description=label, phase="starting")
+            results.append(run_job(job, opts, lambda p: progress.update(task, phase=p)))
+            progress.advance(task)
+        progress.update(task, description="done", phase="")
+    return results
+
+
+def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str,
+                modes: tuple[str, ...], dtypes: tuple[str, ...], dynamics: tuple[str, ...],
+                out: Path, timeout_s: float, rounds: int, block_ms: float,
+                cache_dir: Path | None, no_warm: bool, db_url: str | None, quiet: bool,
+                python: str = sys.executable, repo: Path = Path("."),
+                trigger: str = "local", git: dict[str, Any] | None = None,
+                side: str | None = None) -> RunResults:
+    """Measure and write ``out``; ingest into the database when a URL is given."""
+    if rounds < 1 or block_ms <= 0 or timeout_s <= 0:
+        raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
+    sources = suite_sources(suites, repo)
+    resolved = resolve_suites(sources)
+    jobs = plan_jobs(resolved, device=device, models=models, modes=modes, dtypes=dtypes,
+                     dynamics=dynamics)
+    started = now()
+    env = collect_environment(python)
+    opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s, warm=not no_warm,
+                      cache_root=cache_dir, python=python)
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console.width = 180  # logs and CI: do not squeeze the summary table to 80 columns
+    model_results = measure_jobs(jobs, opts, quiet=quiet, console=console)
+    if git is None and gitutil.is_repo(repo):
+        git = gitutil.head_info(repo)
+    results = RunResults(
+        schema_version=SCHEMA_VERSION, run_id=uuid.uuid4().hex, created_at=started,
+        finished_at=now(), environment=env, git=GitInfo(**(git or {})),
+        settings=RunSettings(suites=sources, timeout_s=timeout_s, rounds=rounds,
+                             block_ms=block_ms, trigger=trigger, side=side),
+        results=model_results)
+    save_results(results, out)
+    if db_url:
+        from compilewatch.db import connect, ingest
+
+        ingest(connect(db_url), results)
+    if not quiet:
+        console.print(summary_table(results))
+        console.print(f"results: {out}")
+    return results
+
+
+def suites_command(*, suites: list[str]) -> None:
+    """Print every suite and its models (with the packages they need)."""
+    console = Console()
+    names = suites or ["micro", "hf", "vision", "timm"]
+    for suite in resolve_suites(suite_sources(names)):
+        console.print(f"[bold]{suite.name}[/bold]  ({suite.source})")
+        for spec in suite.models.values():
+            extra = []
+            if spec.tags:
+                extra.append(", ".join(spec.tags))
+            if spec.requires:
+                extra.append("needs " + ", ".join(spec.requires))
+            console.print(f"  {spec.name}" + (f"  [dim]{'; '.join(extra)}[/dim]" if extra
+                                               else ""))

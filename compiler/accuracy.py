@@ -1,0 +1,105 @@
+"""Is the compiled output right? Compared against eager, with an fp64 reference where cheap.
+
+A compiled result within (atol, rtol) of eager passes. One outside it still passes when it is
+no further from an fp64 reference than eager itself is (times a margin): low-precision eager is
+not ground truth either. Outputs may be tensors or nested tuples/lists/dicts of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+FP64_MARGIN = 2.0
+
+
+def flatten(out: Any) -> list[Any]:
+    """Tensors of a (nested) output in a stable order."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for k in sorted(out, key=str) for t in flatten(out[k])]
+    if isinstance(out, (list, tuple)):
+        return [t for x in out for t in flatten(x)]
+    if hasattr(out, "to_tuple"):  # transformers' ModelOutput
+        return flatten(out.to_tuple())
+    return []
+
+
+def _errors(a: list[Any], b: list[Any]) -> tuple[float, float]:
+    import torch
+
+    max_abs = max_rel = 0.0
+    for x, y in zip(a, b, strict=True):
+        x64, y64 = x.detach().double().cpu(), y.detach().double().cpu()
+        if x64.shape != y64.shape:
+            return float("inf"), float("inf")
+        if x64.numel() == 0:
+            continue
+        diff = (x64 - y64).abs()
+        finite = torch.isfinite(diff)
+        if not bool(finite.all()):  # nan/inf must match exactly
+            same = (x64.isnan() & y64.isnan()) | (x64 == y64)
+            if not bool(same[~finite].all()):
+                return float("inf"), float("inf")
+            diff = torch.where(finite, diff, torch.zeros_like(diff))
+        max_abs = max(max_abs, float(diff.max()))
+        max_rel = max(max_rel, float((diff / y64.abs().clamp_min(1e-12)).max()))
+    return max_abs, max_rel
+
+
+def _within(a: list[Any], b: list[Any], atol: float, rtol: float) -> bool:
+    import torch
+
+    return all(
+        x.shape == y.shape
+        and torch.allclose(x.detach().double().cpu(), y.detach().double().cpu(),
+                           atol=atol, rtol=rtol, equal_nan=True)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    max_abs_err: float
+    max_rel_err: float
+    reference: str
+    fp64_max_abs_err: float | None
+
+    def as_dict(self, atol: float, rtol: float, deterministic: bool | None) -> dict[str, Any]:
+        def fin(x: float | None) -> float | None:
+            return None if x is None or x != x or x == float("inf") else x
+
+        return {"passed": self.passed, "max_abs_err": fin(self.max_abs_err),
+                "max_rel_err": fin(self.max_rel_err), "atol": atol, "rtol": rtol,
+                "reference": self.reference, "fp64_max_abs_err": fin(self.fp64_max_abs_err),
+                "eager_deterministic": deterministic}
+
+
+def compare(compiled: Any, eager: Any, atol: float, rtol: float,
+            fp64: Any | None = None) -> Verdict:
+    """Judge compiled output against eager (and the fp64 reference, when given)."""
+    c, e = flatten(compiled), flatten(eager)
+    if len(c) != len(e):
+        return Verdict(False, float("inf"), float("inf"), "eager", None)
+    max_abs, max_rel = _errors(c, e)
+    if _within(c, e, atol, rtol):
+        return Verdict(True, max_abs, max_rel, "eager", None)
+    if fp64 is None:
+        return Verdict(False, max_abs, max_rel, "eager", None)
+    ref = flatten(fp64)
+    if len(ref) != len(c):
+        return Verdict(False, max_abs, max_rel, "eager", None)
+    c_err, _ = _errors(c, ref)
+    e_err, _ = _errors(e, ref)
+    passed = c_err <= FP64_MARGIN * e_err + atol
+    return Verdict(passed, max_abs, max_rel, "fp64", c_err)
+
+
+def deterministic(first: Any, second: Any) -> bool:
+    """Eager run twice on the same inputs gives the same result (else do not blame compile)."""
+    a, b = flatten(first), flatten(second)
+    return len(a) == len(b) and _within(a, b, 0.0, 0.0)
