@@ -47,8 +47,8 @@ def _classify(exc: BaseException, default: str) -> str:
     import torch
 
     text = str(exc).lower()
-    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text \
-            or "not enough memory" in text:
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(
+            m in text for m in ("out of memory", "not enough memory", "can't allocate memory")):
         return "oom"
     return default
 

@@ -1,0 +1,105 @@
+"""The harness end to end on CPU with real Inductor: what it records and how it isolates."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compilewatch.compiler.runner import Job, RunOptions, run_job
+from compilewatch.compiler.schema import Category, Config, Status, load_results
+from compilewatch.suites.loader import load_suite
+
+FAST = {"rounds": 3, "block_ms": 2.0}
+
+
+def _job(suite_path: str, name: str, device: str = "cpu") -> Job:
+    suite = load_suite(suite_path)
+    return Job(suite, suite.models[name], Config(device=device))
+
+
+@pytest.mark.slow
+def test_cli_run_records_breaks_recompiles_and_warm_cache_hits(harness_suite, tmp_path):
+    """Fresh cache dirs: cold misses the FX cache, the warm process hits it."""
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "compilewatch.bot.cli", "run", "--suite", harness_suite,
+         "--model", "breaks", "--model", "branchy", "--rounds", "3", "--block-ms", "2",
+         "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = load_results(out).by_ident()
+    brk = results[("harness", "breaks", "cpu-default-float32-auto")]
+    assert brk.status is Status.PASS, brk.error
+    assert brk.graph_breaks and "item()" in brk.graph_breaks[0].reason
+    assert brk.compile.graphs >= 2
+    cold, warm = brk.cache.counters["cold"], brk.cache.counters["warm"]
+    assert cold.fx_miss >= 1 and cold.fx_hit == 0
+    assert warm.fx_hit >= 1 and warm.fx_miss == 0
+    assert brk.compile.cache_dir_was_empty
+    assert brk.compile.cold_s and brk.compile.warm_s
+    assert {k.state for k in brk.cache.fx if k.phase == "cold"} == {"miss"}
+    assert brk.latency is not None and brk.latency.processes == 2
+    assert len(brk.latency.compiled_us) == 6
+    assert brk.speedup is not None and brk.speedup.ci_low <= brk.speedup.value <= \
+        brk.speedup.ci_high
+    assert brk.accuracy is not None and brk.accuracy.passed
+
+    br = results[("harness", "branchy", "cpu-default-float32-auto")]
+    assert br.status is Status.PASS, br.error
+    assert br.recompiles, "the shape sweep must provoke a recompile"
+    assert any("size mismatch" in r.reason or "x.size()[0]" in r.reason for r in br.recompiles)
+    # the summary table names both models
+    assert "breaks" in proc.stderr and "branchy" in proc.stderr
+
+
+@pytest.mark.slow
+def test_input_shape_change_moves_only_example_inputs_component(harness_suite, shared_cache):
+    keys = []
+    for rows in ("8", "6"):
+        opts = RunOptions(warm=False, measure=False, cache_root=shared_cache / rows,
+                          extra_env={"CW_TEST_ROWS": rows}, **FAST)
+        res = run_job(_job(harness_suite, "branchy"), opts)
+        assert res.status is Status.PASS, res.error
+        keys.append(res.cache.fx[0])
+    a, b = keys
+    assert a.key != b.key
+    changed = {n for n in a.components.keys() | b.components.keys()
+               if a.components.get(n) != b.components.get(n)}
+    assert changed == {"example_inputs[0]"}
+    assert "[8, 16]" in a.values["example_inputs[0]"]
+    assert "[6, 16]" in b.values["example_inputs[0]"]
+
+
+def test_failures_are_isolated_and_classified(harness_suite):
+    """raise, abort, hang and OOM in workers become statuses; the parent carries on."""
+    opts = RunOptions(timeout_s=12, warm=False, **FAST)
+    got = {}
+    for name in ("raises", "aborts", "hangs", "oom", "cuda_only", "needs_pkg"):
+        got[name] = run_job(_job(harness_suite, name), opts)
+    assert got["raises"].category is Category.EAGER_ERROR
+    assert got["raises"].status is Status.ERROR
+    assert "shapes do not line up" in got["raises"].error
+    assert got["aborts"].status is Status.CRASH
+    assert "SIGABRT" in got["aborts"].error
+    assert got["hangs"].status is Status.TIMEOUT
+    assert "killed" in got["hangs"].error and "build" in got["hangs"].error
+    assert got["oom"].category is Category.OOM
+    assert got["cuda_only"].status is Status.SKIP
+    assert got["needs_pkg"].category is Category.PACKAGE_MISSING
+    assert "package not installed" in got["needs_pkg"].error
+
+
+def test_worker_output_is_json_even_for_infra_errors(tmp_path):
+    """A spec naming a model that does not exist is an infra error, written, not a crash."""
+    spec = {"suite": "micro", "model": "no_such_model", "phase": "cold",
+            "config": Config().model_dump(), "rounds": 1, "block_ms": 1.0, "large": False,
+            "out": str(tmp_path / "out.json")}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    subprocess.run([sys.executable, "-m", "compilewatch.compiler.worker",
+                    str(tmp_path / "spec.json")], check=True, timeout=120)
+    data = json.loads(Path(spec["out"]).read_text())
+    assert data["ok"] is False and data["category"] == "infra"
+    assert "no_such_model" in data["error"]

@@ -1,0 +1,20 @@
+"""Shared fixtures. Compiles are expensive on CPU (~10 s cold), so tests that do not test
+coldness share one Inductor cache root for the whole session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("inductor-shared")
+
+
+@pytest.fixture(scope="session")
+def harness_suite() -> str:
+    return str(DATA / "suites" / "harness_suite.py")
