@@ -6,7 +6,6 @@ Documented in docs/storage.md.
 
 from compilewatch.db.artifacts import ArtifactInfo, list_artifacts, record_artifact
 from compilewatch.db.engine import Database, connect, default_sqlite_path, resolve_url
-from compilewatch.db.ingest import IngestOutcome, ingest, ingest_files, load_run
 from compilewatch.db.migrate import SchemaState
 from compilewatch.db.queries import (
     METRICS,
@@ -22,6 +21,7 @@ from compilewatch.db.queries import (
     suite_history,
     timing_samples,
 )
+from compilewatch.db.store import IngestOutcome, ingest, ingest_files, load_run
 
 __all__ = [
     "METRICS",

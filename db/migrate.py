@@ -76,8 +76,11 @@ def check_current(db: Database) -> SchemaState:
     if st.current is not None and not _known(st.current):
         raise DatabaseError(f"{db.url}: schema revision {st.current} is newer than this "
                             "compilewatch knows; upgrade compilewatch")
-    raise DatabaseError(f"{db.url}: schema is {st.describe()}; run "
-                        f"`compilewatch db upgrade --db URL` to migrate it")
+    if st.current is None:
+        raise DatabaseError(f"{db.url}: has no compilewatch schema; run "
+                            "`compilewatch db upgrade --db URL` to create it")
+    raise DatabaseError(f"{db.url}: schema is at {st.current}, this compilewatch needs "
+                        f"{st.head}; run `compilewatch db upgrade --db URL` to migrate it")
 
 
 def upgrade(db: Database, revision: str = "head") -> SchemaState:

@@ -217,7 +217,12 @@ def ingest_files(db: Database, paths: Iterable[str | Path]) -> list[IngestOutcom
     """Validate and store results files, each in its own transaction."""
     outcomes = []
     for path in paths:
-        results = load_results(path)
+        try:
+            results = load_results(path)
+        except ResultsFileError as e:
+            if str(e).startswith(str(path)):
+                raise
+            raise ResultsFileError(f"{path}: {e}") from None
         stored, n_samples = _store(db, results)
         outcomes.append(IngestOutcome(source=str(path), run_id=results.run_id,
                                       results=len(results.results), samples=n_samples,
