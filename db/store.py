@@ -31,6 +31,7 @@ from compilewatch.db import models as m
 from compilewatch.db.engine import Database, utcnow
 
 OK_STATUSES = (Status.PASS, Status.SKIP)
+COPY_ABOVE = 500  # rows; below this a plain INSERT is as fast
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,22 @@ def _result_row(run_pk: int, position: int, r: ModelResult) -> dict[str, Any]:
 
 
 def _insert_many(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
-    if rows:
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql" and len(rows) > COPY_ABOVE:
+        _copy(conn, table, rows)
+    else:
         conn.execute(insert(table), list(rows))
+
+
+def _copy(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Postgres ``COPY``, several times faster than multi-row INSERT for the timing samples;
+    it runs on the same connection, so inside the ingest transaction."""
+    names = list(rows[0])
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor.copy(f"COPY {table.name} ({', '.join(names)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row([row[n] for n in names])
 
 
 def _insert_returning_ids(conn: Connection, table: Table,
