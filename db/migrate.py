@@ -41,7 +41,7 @@ class SchemaState:
         return f"{self.current} {tail}"
 
 
-def _config(db: Database) -> Config:
+def alembic_config(db: Database) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["cw_engine"] = db.engine
@@ -87,7 +87,7 @@ def upgrade(db: Database, revision: str = "head") -> SchemaState:
     """Migrate up to ``revision``; a no-op when already there."""
     with wrap_errors(db):
         try:
-            command.upgrade(_config(db), revision)
+            command.upgrade(alembic_config(db), revision)
         except CommandError as e:
             raise DatabaseError(f"{db.url}: cannot upgrade to {revision!r}: {e}") from None
     return state(db)
@@ -97,7 +97,7 @@ def downgrade(db: Database, revision: str) -> SchemaState:
     """Migrate down to ``revision`` (``base`` drops every compilewatch table)."""
     with wrap_errors(db):
         try:
-            command.downgrade(_config(db), revision)
+            command.downgrade(alembic_config(db), revision)
         except CommandError as e:
             raise DatabaseError(f"{db.url}: cannot downgrade to {revision!r}: {e}") from None
     return state(db)
