@@ -122,5 +122,80 @@ def suites_cmd(suites: tuple[str, ...]) -> None:
     suites_command(suites=list(suites))
 
 
+@main.group("db")
+def db_group() -> None:
+    """Create, migrate and inspect the results database.
+
+    \b
+    Example:
+      compilewatch db upgrade --db postgresql://ci@db.internal/compilewatch
+    """
+
+
+@db_group.command("upgrade")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--revision", default="head", show_default=True, help="Target schema revision.")
+@handle_errors
+def db_upgrade_cmd(db_url: str | None, revision: str) -> None:
+    """Migrate the schema to the newest revision (the only way a Postgres schema changes).
+
+    \b
+    Example:
+      compilewatch db upgrade --db postgresql://postgres@127.0.0.1/compilewatch
+    """
+    from compilewatch.db.commands import db_upgrade
+
+    click.echo(db_upgrade(db_url=db_url, revision=revision))
+
+
+@db_group.command("current")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@handle_errors
+def db_current_cmd(db_url: str | None) -> None:
+    """Show the schema revision of the database and whether it is the newest.
+
+    \b
+    Example:
+      compilewatch db current
+    """
+    from compilewatch.db.commands import db_current
+
+    click.echo(db_current(db_url=db_url))
+
+
+@db_group.command("downgrade")
+@click.argument("revision")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@handle_errors
+def db_downgrade_cmd(revision: str, db_url: str | None) -> None:
+    """Migrate the schema down to REVISION ("base" drops every compilewatch table).
+
+    \b
+    Example:
+      compilewatch db downgrade base --db sqlite:///scratch.db
+    """
+    from compilewatch.db.commands import db_downgrade
+
+    click.echo(db_downgrade(db_url=db_url, revision=revision))
+
+
+@main.command("ingest")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@handle_errors
+def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
+    """Validate results files and store them (idempotent: a stored run is not added twice).
+
+    \b
+    Example:
+      compilewatch ingest shard-*.json --db postgresql://ci@db.internal/compilewatch
+    """
+    from compilewatch.db.commands import ingest_command
+
+    for line in ingest_command(files=list(files), db_url=db_url):
+        click.echo(line)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

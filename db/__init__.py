@@ -1,1 +1,51 @@
-"""compilewatch.db."""
+"""compilewatch.db: every run in a SQL database (SQLite by default, Postgres when shared).
+
+Open with ``connect()``; store with ``ingest``; read back with ``load_run`` and the queries.
+Documented in docs/storage.md.
+"""
+
+from compilewatch.db.artifacts import ArtifactInfo, list_artifacts, record_artifact
+from compilewatch.db.engine import Database, connect, default_sqlite_path, resolve_url
+from compilewatch.db.migrate import SchemaState
+from compilewatch.db.queries import (
+    METRICS,
+    HistoryPoint,
+    NoiseStats,
+    RunInfo,
+    SuitePoint,
+    aa_noise,
+    latest_run,
+    metric_history,
+    metric_values,
+    runs_for_pr,
+    suite_history,
+    timing_samples,
+)
+from compilewatch.db.store import IngestOutcome, ingest, ingest_files, load_run
+
+__all__ = [
+    "METRICS",
+    "ArtifactInfo",
+    "Database",
+    "HistoryPoint",
+    "IngestOutcome",
+    "NoiseStats",
+    "RunInfo",
+    "SchemaState",
+    "SuitePoint",
+    "aa_noise",
+    "connect",
+    "default_sqlite_path",
+    "ingest",
+    "ingest_files",
+    "latest_run",
+    "list_artifacts",
+    "load_run",
+    "metric_history",
+    "metric_values",
+    "record_artifact",
+    "resolve_url",
+    "runs_for_pr",
+    "suite_history",
+    "timing_samples",
+]

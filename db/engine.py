@@ -1,0 +1,179 @@
+"""Opening the database: URL resolution, engine set-up, and errors wrapped where they enter.
+
+The default is a SQLite file in the per-user data directory that needs no set-up; teams point
+``--db`` / ``COMPILEWATCH_DB`` at a Postgres shared by all GPU runners (psycopg 3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import URL, Connection, Engine, create_engine, event, exc, make_url
+
+from compilewatch.compiler.errors import CompilewatchError, DatabaseError
+
+ENV_VAR = "COMPILEWATCH_DB"
+SQLITE_BUSY_TIMEOUT_S = 60.0
+
+
+def default_sqlite_path() -> Path:
+    """``$XDG_DATA_HOME/compilewatch/compilewatch.db``, else ``~/.local/share/...``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "compilewatch" / "compilewatch.db"
+
+
+def utcnow() -> datetime:
+    """Naive UTC, the one way times are stored (SQLite keeps no time zone)."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def resolve_url(url: str | None = None) -> URL:
+    """The URL to open: the argument, else ``$COMPILEWATCH_DB``, else the default SQLite file.
+
+    A plain path means a SQLite file; ``postgresql://`` and ``postgres://`` mean psycopg 3.
+    """
+    raw = url or os.environ.get(ENV_VAR) or ""
+    if not raw:
+        return URL.create("sqlite", database=str(default_sqlite_path()))
+    if "://" not in raw:
+        return URL.create("sqlite", database=str(Path(raw).expanduser()))
+    try:
+        parsed = make_url(raw)
+    except exc.ArgumentError:
+        raise DatabaseError(f"cannot parse database URL {raw!r}; expected sqlite:///PATH or "
+                            "postgresql://USER@HOST/DB") from None
+    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+        raise DatabaseError(f"unsupported database {parsed.drivername!r}; use sqlite:///PATH "
+                            "or postgresql://...")
+    return parsed
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    """WAL so readers never block the writer; ``BEGIN IMMEDIATE`` for writes so that concurrent
+    writers queue on the busy timeout instead of failing on a stale read snapshot."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get("cw_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class Database:
+    """An engine plus what compilewatch needs to know about it (backend, printable URL)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    def url(self) -> str:
+        """The URL with any password hidden, for messages."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        with wrap_errors(self), self.engine.connect() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One transaction: committed if the block ends normally, rolled back otherwise."""
+        with wrap_errors(self), self.engine.connect() as conn:
+            conn = conn.execution_options(cw_write=True)
+            with conn.begin():
+                yield conn
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Database({self.url!r})"
+
+
+@contextlib.contextmanager
+def wrap_errors(db: Database | str) -> Iterator[None]:
+    """Turn SQLAlchemy / driver errors into ``DatabaseError`` with a next step."""
+    where = db.url if isinstance(db, Database) else db
+    try:
+        yield
+    except CompilewatchError:
+        raise
+    except exc.OperationalError as e:
+        raise DatabaseError(f"{where}: {_first_line(e)} (is the server running and the URL "
+                            "right? a locked SQLite file clears when the other writer ends)"
+                            ) from e
+    except exc.ProgrammingError as e:
+        raise DatabaseError(f"{where}: {_first_line(e)} (is the schema current? run "
+                            "`compilewatch db upgrade`)") from e
+    except exc.IntegrityError as e:
+        raise DatabaseError(f"{where}: the database refused the write: {_first_line(e)}") from e
+    except exc.SQLAlchemyError as e:
+        raise DatabaseError(f"{where}: {_first_line(e)}") from e
+
+
+def _first_line(e: exc.SQLAlchemyError) -> str:
+    orig = getattr(e, "orig", None) or e
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+
+
+def create(url: URL) -> Database:
+    """An engine for ``url``; makes the SQLite file's directory. No schema check."""
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+        _sqlite_pragmas(engine)
+    else:
+        try:
+            engine = create_engine(url, pool_pre_ping=True)
+        except ImportError:
+            raise DatabaseError("Postgres needs psycopg 3: pip install 'compilewatch[postgres]'"
+                                ) from None
+    return Database(engine)
+
+
+def connect(url: str | None = None) -> Database:
+    """Open the database that commands read and write.
+
+    A SQLite file is created and migrated to the newest schema on first use (under a file lock,
+    so that concurrent first users do not race). Postgres is never changed here: an empty or
+    out-of-date schema raises ``DatabaseError`` that says to run ``compilewatch db upgrade``.
+    """
+    from compilewatch.db import migrate  # imported late: migrate imports this module
+
+    db = create(resolve_url(url))
+    try:
+        if db.is_sqlite:
+            migrate.ensure_sqlite_current(db)
+        else:
+            migrate.check_current(db)
+    except BaseException:
+        db.close()
+        raise
+    return db

@@ -1,0 +1,253 @@
+"""SQLAlchemy 2.0 tables for what a run produces.
+
+One row per run, per environment, per model result; child tables for what a result holds in
+lists (timing samples, compile phases, graph breaks, recompiles, cache keys and their components).
+Scalars that queries filter or plot (speedup, medians, compile seconds, counts, accuracy,
+memory) are columns of ``model_results``; the full validated ``ModelResult`` JSON is kept in
+``payload`` so that a stored run can be turned back into the exact results file.
+
+The schema changes only through the Alembic migrations in ``migrations/versions``; a test checks
+that the migrations and these models agree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Stable constraint names so that migrations can refer to (and drop) them on every backend.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Lengths follow compiler/schema.py (Name 128, Short 256, Hash 128); Text holds the 8192 ones.
+NAME = 128
+SHORT = 256
+HASH = 128
+SHA = 64
+
+EAGER, COMPILED = 0, 1  # timing_samples.side
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Environment(Base):
+    """Where runs happened; ``fingerprint`` hashes what decides cache compatibility."""
+
+    __tablename__ = "environments"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(HASH), unique=True)
+    torch: Mapped[str] = mapped_column(String(SHORT))
+    python: Mapped[str] = mapped_column(String(SHORT))
+    platform: Mapped[str] = mapped_column(String(SHORT))
+    machine: Mapped[str] = mapped_column(String(SHORT))
+    gpu: Mapped[str | None] = mapped_column(String(SHORT))
+    cuda: Mapped[str | None] = mapped_column(String(SHORT))
+    triton: Mapped[str | None] = mapped_column(String(SHORT))
+    first_seen: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Run(Base):
+    """One results file. ``meta`` is the file's JSON without ``results`` (for ``load_run``)."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64), unique=True)
+    content_sha256: Mapped[str] = mapped_column(String(SHA))
+    schema_version: Mapped[int] = mapped_column(Integer)
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
+    fingerprint: Mapped[str] = mapped_column(String(HASH))
+    commit: Mapped[str | None] = mapped_column(String(64))
+    ref: Mapped[str | None] = mapped_column(String(SHORT))
+    merge_base: Mapped[str | None] = mapped_column(String(64))
+    pr: Mapped[int | None] = mapped_column(Integer)
+    repository: Mapped[str | None] = mapped_column(String(SHORT))
+    trigger: Mapped[str] = mapped_column(String(16))
+    side: Mapped[str | None] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    n_results: Mapped[int] = mapped_column(Integer)
+    n_pass: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    ingested_at: Mapped[datetime] = mapped_column(DateTime)
+    meta: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (
+        Index("ix_runs_commit_started", "commit", "started_at"),
+        Index("ix_runs_pr_started", "pr", "started_at"),
+        Index("ix_runs_trigger_ref_started", "trigger", "ref", "started_at"),
+    )
+
+
+class RunSuite(Base):
+    """The suites a run measured (from its settings and its results)."""
+
+    __tablename__ = "run_suites"
+    run_pk: Mapped[int] = mapped_column(
+        ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    suite: Mapped[str] = mapped_column(String(SHORT), primary_key=True)
+
+    __table_args__ = (Index("ix_run_suites_suite", "suite", "run_pk"),)
+
+
+class ModelResultRow(Base):
+    """One (model, config) in one run, with the scalars that history and compare query."""
+
+    __tablename__ = "model_results"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    suite: Mapped[str] = mapped_column(String(NAME))
+    model: Mapped[str] = mapped_column(String(NAME))
+    config_slug: Mapped[str] = mapped_column(String(64))
+    device: Mapped[str] = mapped_column(String(16))
+    mode: Mapped[str] = mapped_column(String(32))
+    dtype: Mapped[str] = mapped_column(String(16))
+    dynamic: Mapped[bool | None] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(String(16))
+    category: Mapped[str] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
+    speedup: Mapped[float | None] = mapped_column(Float)
+    speedup_ci_low: Mapped[float | None] = mapped_column(Float)
+    speedup_ci_high: Mapped[float | None] = mapped_column(Float)
+    eager_median_us: Mapped[float | None] = mapped_column(Float)
+    compiled_median_us: Mapped[float | None] = mapped_column(Float)
+    cold_s: Mapped[float | None] = mapped_column(Float)
+    warm_s: Mapped[float | None] = mapped_column(Float)
+    warm_start_s: Mapped[float | None] = mapped_column(Float)
+    frames: Mapped[int] = mapped_column(Integer)
+    graphs: Mapped[int] = mapped_column(Integer)
+    guard_count: Mapped[int | None] = mapped_column(Integer)
+    graph_break_count: Mapped[int] = mapped_column(Integer)
+    recompile_count: Mapped[int] = mapped_column(Integer)
+    accuracy_passed: Mapped[bool | None] = mapped_column(Boolean)
+    max_abs_err: Mapped[float | None] = mapped_column(Float)
+    max_rel_err: Mapped[float | None] = mapped_column(Float)
+    eager_peak_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    compiled_peak_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    duration_s: Mapped[float] = mapped_column(Float)
+    payload: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("run_pk", "suite", "model", "config_slug",
+                         name="uq_model_results_ident"),
+        Index("ix_model_results_model", "model", "suite", "config_slug"),
+    )
+
+
+class TimingSample(Base):
+    """One per-call time in µs: ``side`` 0 eager, 1 compiled; ``idx`` pairs the two sides."""
+
+    __tablename__ = "timing_samples"
+    result_id: Mapped[int] = mapped_column(
+        ForeignKey("model_results.id", ondelete="CASCADE"), primary_key=True)
+    side: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value_us: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+
+class CompilePhase(Base):
+    """Seconds per compile phase, for the cold and the warm compile."""
+
+    __tablename__ = "compile_phases"
+    result_id: Mapped[int] = mapped_column(
+        ForeignKey("model_results.id", ondelete="CASCADE"), primary_key=True)
+    compile: Mapped[str] = mapped_column(String(16), primary_key=True)
+    phase: Mapped[str] = mapped_column(String(SHORT), primary_key=True)
+    seconds: Mapped[float] = mapped_column(Float)
+
+
+class GraphBreakRow(Base):
+    __tablename__ = "graph_breaks"
+    result_id: Mapped[int] = mapped_column(
+        ForeignKey("model_results.id", ondelete="CASCADE"), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    reason: Mapped[str] = mapped_column(Text)
+    count: Mapped[int] = mapped_column(Integer)
+
+
+class RecompileRow(Base):
+    __tablename__ = "recompiles"
+    result_id: Mapped[int] = mapped_column(
+        ForeignKey("model_results.id", ondelete="CASCADE"), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    reason: Mapped[str] = mapped_column(Text)
+    compile_id: Mapped[str | None] = mapped_column(String(SHORT))
+
+
+class CacheKeyRow(Base):
+    """One compiled graph's FX or AOTAutograd cache key."""
+
+    __tablename__ = "cache_keys"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("model_results.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(8))
+    idx: Mapped[int] = mapped_column(Integer)
+    key: Mapped[str] = mapped_column(String(HASH))
+    hit: Mapped[bool | None] = mapped_column(Boolean)
+    state: Mapped[str] = mapped_column(String(16))
+    phase: Mapped[str] = mapped_column(String(16))
+
+    __table_args__ = (
+        UniqueConstraint("result_id", "kind", "idx", name="uq_cache_keys_position"),
+        Index("ix_cache_keys_key", "key"),
+    )
+
+
+class CacheKeyComponent(Base):
+    """A component of a cache key: its hash and, where recorded, its value."""
+
+    __tablename__ = "cache_key_components"
+    cache_key_id: Mapped[int] = mapped_column(
+        ForeignKey("cache_keys.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(SHORT), primary_key=True)
+    hash: Mapped[str | None] = mapped_column(String(HASH))
+    value: Mapped[str | None] = mapped_column(Text)
+
+
+class CacheArtifact(Base):
+    """A portable compile-cache artifact built by a nightly (for the publisher)."""
+
+    __tablename__ = "cache_artifacts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(NAME))
+    suite: Mapped[str | None] = mapped_column(String(NAME))
+    config_slug: Mapped[str] = mapped_column(String(64))
+    fingerprint: Mapped[str] = mapped_column(String(HASH))
+    torch_version: Mapped[str] = mapped_column(String(SHORT))
+    location: Mapped[str] = mapped_column(Text)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(SHA))
+    verified: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(String(64))
+    commit: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+    __table_args__ = (
+        UniqueConstraint("sha256", "location", name="uq_cache_artifacts_sha256_location"),
+        Index("ix_cache_artifacts_lookup", "fingerprint", "config_slug", "model", "created_at"),
+    )

@@ -1,0 +1,131 @@
+"""Ingest: exact round trip, idempotence, atomicity, and refusal of bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+
+import pytest
+from factories import model_result, run_results
+
+from compilewatch.compiler.errors import DatabaseError, ResultsFileError
+from compilewatch.compiler.schema import Category, Config, save_results
+from compilewatch.db import Database, ingest, ingest_files, load_run, store
+
+Counts = Callable[[Database], dict[str, int]]
+
+
+def _rich_run(**kwargs: object):  # type: ignore[no-untyped-def]
+    results = [
+        model_result("mlp", n=20, graph_breaks=["print() call", "data-dependent branch"],
+                     recompiles=["size mismatch at index 0"], peak_bytes=1 << 33),
+        model_result("mlp", config=Config(mode="max-autotune", dynamic=True), n=20),
+        model_result("convnet", category=Category.COMPILE_ERROR,
+                     error="InductorError: boom"),
+    ]
+    return run_results(results, commit="a" * 40, ref="main", pr=12, **kwargs)
+
+
+def test_round_trip_is_exact(db: Database, counts: Counts) -> None:
+    run = _rich_run()
+    assert ingest(db, run) == run.run_id
+    back = load_run(db, run.run_id)
+    assert back == run
+    assert back.model_dump_json() == run.model_dump_json()
+    n = counts(db)
+    assert n["runs"] == 1 and n["model_results"] == 3 and n["environments"] == 1
+    assert n["timing_samples"] == 2 * 2 * 20  # two measured results, eager + compiled
+    assert n["graph_breaks"] == 2 and n["recompiles"] == 1
+    assert n["cache_keys"] == 4 and n["cache_key_components"] == 4 * 6
+    assert n["compile_phases"] == 2 * 4
+
+
+def test_same_run_twice_adds_nothing(db: Database, counts: Counts) -> None:
+    run = _rich_run()
+    ingest(db, run)
+    before = counts(db)
+    assert ingest(db, run) == run.run_id
+    assert counts(db) == before
+
+
+def test_same_id_different_content_is_refused(db: Database, counts: Counts) -> None:
+    run = _rich_run()
+    ingest(db, run)
+    before = counts(db)
+    other = run.model_copy(update={"finished_at": "2026-11-29T09:00:00+00:00"})
+    with pytest.raises(DatabaseError, match="already stored with different content"):
+        ingest(db, other)
+    assert counts(db) == before
+
+
+def test_environment_is_shared_between_runs(db: Database, counts: Counts) -> None:
+    ingest(db, run_results(commit="b" * 40))
+    ingest(db, run_results(commit="c" * 40))
+    assert counts(db)["environments"] == 1 and counts(db)["runs"] == 2
+
+
+def test_failure_midway_leaves_nothing(db: Database, counts: Counts,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    real = store._insert_many
+
+    def failing(conn, table, rows):  # type: ignore[no-untyped-def]
+        if table.name == "cache_key_components":
+            raise RuntimeError("disk unplugged")
+        real(conn, table, rows)
+
+    monkeypatch.setattr(store, "_insert_many", failing)
+    with pytest.raises(RuntimeError, match="disk unplugged"):
+        ingest(db, _rich_run())
+    assert set(counts(db).values()) == {0}
+
+
+def test_load_unknown_run_names_it(db: Database) -> None:
+    with pytest.raises(DatabaseError, match="no run 'nosuchrun1'"):
+        load_run(db, "nosuchrun1")
+
+
+@pytest.mark.parametrize(("mutate", "field"), [
+    (lambda r: setattr(r.results[0].speedup, "value", math.nan), "results.0.speedup.value"),
+    (lambda r: setattr(r.results[0].latency, "compiled_us", [1.0, math.inf]),
+     "results.0.latency.compiled_us.1"),
+    (lambda r: setattr(r.results[0], "error", "x" * 10_000), "results.0.error"),
+    (lambda r: setattr(r.results[0], "model", "bad name; DROP TABLE runs"), "results.0.model"),
+    (lambda r: setattr(r, "created_at", "yesterday"), "created_at"),
+    (lambda r: r.results.append(r.results[0]), "results.3: duplicate of results.0"),
+])
+def test_bad_results_are_refused_naming_the_field(db: Database, counts: Counts, mutate, field
+                                                  ) -> None:  # type: ignore[no-untyped-def]
+    run = _rich_run()
+    mutate(run)
+    with pytest.raises(ResultsFileError, match=field.replace(".", r"\.")):
+        ingest(db, run)
+    assert set(counts(db).values()) == {0}
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda d: d.update(schema_version=99), "schema_version"),
+    (lambda d: d.pop("settings"), "settings"),
+    (lambda d: d["results"][0].update(status=3), "results.0.status"),
+    (lambda d: d["git"].update(pr="twelve"), "git.pr"),
+    (lambda d: d["results"][0]["latency"].update(eager_median_us="NaN"),
+     "results.0.latency.eager_median_us"),
+])
+def test_bad_files_are_refused_naming_file_and_field(db: Database, counts: Counts, tmp_path,
+                                                     edit, field) -> None:  # type: ignore[no-untyped-def]
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    save_results(_rich_run(), good)
+    data = json.loads(good.read_text())
+    edit(data)
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ResultsFileError, match=f"{bad}.*{field}"):
+        ingest_files(db, [bad])
+    assert set(counts(db).values()) == {0}
+
+
+def test_ingest_files_reports_stored_and_already_there(db: Database, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "r.json"
+    save_results(_rich_run(), path)
+    first, second = ingest_files(db, [path, path])
+    assert (first.stored, first.results, first.samples) == (True, 3, 80)
+    assert (second.stored, second.samples) == (False, 0)
