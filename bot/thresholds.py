@@ -54,6 +54,23 @@ class Thresholds(BaseModel):
     accuracy: MetricThreshold = _t(0)
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _partial_tables(cls, data: Any) -> Any:
+        # ``cold_compile = { gate = false }`` keeps cold_compile's own defaults for the rest.
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, value in data.items():
+            field = cls.model_fields.get(name)
+            if field is None or not isinstance(field.default, MetricThreshold):
+                continue
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                value = {"regression": value}
+            if isinstance(value, dict):
+                out[name] = {**field.default.model_dump(), **value}
+        return out
+
     def merged(self, overrides: dict[str, Any]) -> Thresholds:
         """These thresholds with some metrics' fields replaced (partial tables merge)."""
         data = self.model_dump()
