@@ -31,6 +31,12 @@ _URL = re.compile(r"^https?://[^\s<>\"'`\\]+$")
 TrendUrl = Callable[[str], str] | str | None
 
 
+def length(text: str) -> int:
+    """Length in UTF-16 code units, what a browser or GitHub's API may count: an emoji is 2.
+    Never less than the number of characters, so a comment within it is within GitHub's limit."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 def _md_finalize(value: Any) -> str:
     if isinstance(value, Markup):
         return str(value)
@@ -91,13 +97,13 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None,
     if report_url is not None:
         check_url(report_url, "report URL")
     full = _render_md(comparison, None, report_url, trend_url)
-    if len(full) <= max_chars:
+    if length(full) <= max_chars:
         return full
     lo, hi, best = 0, view.row_count(comparison), None
     while lo <= hi:
         mid = (lo + hi) // 2
         text = _render_md(comparison, mid, report_url, trend_url)
-        if len(text) <= max_chars:
+        if length(text) <= max_chars:
             best, lo = text, mid + 1
         else:
             hi = mid - 1

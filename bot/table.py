@@ -27,8 +27,8 @@ def build_table(c: Comparison) -> Table:
     """Untrusted strings go in as ``Text`` (never parsed as rich markup) and without control
     characters (no terminal escape sequences)."""
     h = c.headline
-    table = Table(title=f"{h.regressions} regressions, {h.improvements} improvements, "
-                        f"{h.unchanged} unchanged, {h.within_noise} within noise")
+    table = Table(title=f"regressions {h.regressions}, improvements {h.improvements}, "
+                        f"unchanged {h.unchanged}, within noise {h.within_noise}")
     for col in ("model", "verdict", "compiled", "speedup", "cold", "warm", "breaks",
                 "recompiles", "why"):
         table.add_column(col, overflow="fold")

@@ -114,7 +114,7 @@ def reasons(row: ModelRow) -> list[Reason]:
             _metric("warm compile", row.warm_compile), _metric("peak memory", row.memory)]
     if row.cache_changes:
         n = len(row.cache_changes)
-        out.append(Reason(Markup(f"cache key changed in {n} graph{'s' * (n != 1)}"),
+        out.append(Reason(Markup(f"cache key changed ({n} key{'s' * (n != 1)})"),
                           cache_items(row.cache_changes), kind="cache",
                           items_label="components"))
     return [r for r in out if r is not None]

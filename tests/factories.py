@@ -7,6 +7,7 @@ noise is realistic but reproducible.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import uuid
 from typing import Any
@@ -65,7 +66,8 @@ def samples(median: float, n: int, rng: random.Random, spread: float = 0.02) -> 
 def cache_key(components: dict[str, str] | None = None, kind: str = "fx", hit: bool = False,
               phase: str = "cold") -> CacheKey:
     comps = dict(BASE_COMPONENTS if components is None else components)
-    key = ("a" if kind == "aot" else "f") + "".join(sorted(comps.values()))[:40]
+    digest = hashlib.sha256(repr(sorted(comps.items())).encode()).hexdigest()[:40]
+    key = ("a" if kind == "aot" else "f") + digest
     return CacheKey(key=key, components=comps, hit=hit, state="hit" if hit else "miss",
                     phase=phase)
 
