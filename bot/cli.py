@@ -197,5 +197,61 @@ def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
         click.echo(line)
 
 
+@main.command("compare")
+@click.argument("base")
+@click.argument("head")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html", "json", "table"]),
+              default="markdown", show_default=True, help="Output: PR comment, report, data.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File to write. Default: standard output.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit 1 when a gating regression is found (after writing the output).")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Repository whose [tool.compilewatch] and baseline apply.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--report-url", default=None, help="Link to the full report, used in the comment.")
+@handle_errors
+def compare_cmd(**kwargs: Any) -> None:
+    """Compare BASE and HEAD (results files or run ids) and render verdicts per model.
+
+    Exit status: 0 ok, 1 gating regression (with --fail-on-regression), 2 bad input.
+
+    \b
+    Example:
+      compilewatch compare base.json head.json --format html --out report.html
+    """
+    from compilewatch.bot.report import compare_command
+
+    compare_command(**kwargs)
+
+
+@main.group("baseline")
+def baseline_group() -> None:
+    """The repository's expected accuracy, graph breaks and recompiles per model.
+
+    \b
+    Example:
+      compilewatch baseline update results.json
+    """
+
+
+@baseline_group.command("update")
+@click.argument("results")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Repository whose baseline file is rewritten.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@handle_errors
+def baseline_update_cmd(**kwargs: Any) -> None:
+    """Rewrite the baseline file (default .compilewatch/baseline.csv) from RESULTS.
+
+    \b
+    Example:
+      compilewatch baseline update results.json --repo .
+    """
+    from compilewatch.bot.report import baseline_update_command
+
+    baseline_update_command(**kwargs)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -12,7 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from compilewatch.bot.thresholds import ModelOverride, ThresholdPolicy, Thresholds
 from compilewatch.compiler.errors import UsageError
+
+DEFAULT_BASELINE = Path(".compilewatch/baseline.csv")
 
 
 class ProjectConfig(BaseModel):
@@ -21,10 +24,25 @@ class ProjectConfig(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     suites: tuple[str, ...] = ()
+    thresholds: Thresholds = Thresholds()
+    models: dict[str, ModelOverride] = Field(default_factory=dict)
+    baseline: Path = DEFAULT_BASELINE  # relative to ``root``
     root: Path = Field(default=Path("."), exclude=True)
 
     def known_extra(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+    def threshold_policy(self) -> ThresholdPolicy:
+        """Defaults merged with ``thresholds`` and the per-model overrides, checked once."""
+        try:
+            return ThresholdPolicy(default=self.thresholds, models=self.models)
+        except ValidationError as e:
+            msg = e.errors()[0]["msg"].removeprefix("Value error, ")
+            raise UsageError(f"tool.compilewatch.{msg}") from None
+
+    @property
+    def baseline_path(self) -> Path:
+        return self.baseline if self.baseline.is_absolute() else self.root / self.baseline
 
 
 KNOWN_KEYS = {"suites", "thresholds", "models", "baseline"}
@@ -46,8 +64,13 @@ def load_project_config(repo: str | Path = ".") -> ProjectConfig:
     for key in sorted(set(table) - KNOWN_KEYS):
         warnings.warn(f"{path}: unknown key tool.compilewatch.{key} ignored", stacklevel=2)
     try:
-        return ProjectConfig(root=root, **table)
+        config = ProjectConfig(root=root, **table)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"{path}: tool.compilewatch.{where}: {first['msg']}") from None
+    try:
+        config.threshold_policy()
+    except UsageError as e:
+        raise UsageError(f"{path}: {e}") from None
+    return config

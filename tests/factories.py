@@ -7,6 +7,7 @@ noise is realistic but reproducible.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import uuid
 from typing import Any
@@ -65,7 +66,8 @@ def samples(median: float, n: int, rng: random.Random, spread: float = 0.02) -> 
 def cache_key(components: dict[str, str] | None = None, kind: str = "fx", hit: bool = False,
               phase: str = "cold") -> CacheKey:
     comps = dict(BASE_COMPONENTS if components is None else components)
-    key = ("a" if kind == "aot" else "f") + "".join(sorted(comps.values()))[:40]
+    digest = hashlib.sha256(repr(sorted(comps.items())).encode()).hexdigest()[:40]
+    key = ("a" if kind == "aot" else "f") + digest
     return CacheKey(key=key, components=comps, hit=hit, state="hit" if hit else "miss",
                     phase=phase)
 
@@ -89,8 +91,14 @@ def model_result(
     warm_s: float = 2.0,
     accuracy_passed: bool = True,
     peak_bytes: int | None = None,
+    graphs: list[dict[str, str]] | None = None,
+    processes: int = 1,
 ) -> ModelResult:
-    """One result; a non-OK category gives a result without timings, as the harness writes."""
+    """One result; a non-OK category gives a result without timings, as the harness writes.
+
+    ``graphs`` gives one compiled graph (FX and AOT key) per dict of components; by default one
+    graph with ``components``.
+    """
     rng = random.Random(f"{model}-{seed}")
     status = STATUS_OF[category]
     base = {"model": model, "suite": suite, "config": config or Config(), "status": status,
@@ -109,6 +117,7 @@ def model_result(
             method="interleaved-blocks", timer="perf_counter", calls_per_block=10,
             eager_us=eager, compiled_us=compiled,
             eager_median_us=sorted(eager)[n // 2], compiled_median_us=sorted(compiled)[n // 2],
+            processes=processes,
         ),
         compile=Compile(cold_s=cold_s * (1 + rng.gauss(0, 0.05)),
                         warm_s=warm_s * (1 + rng.gauss(0, 0.05)),
@@ -119,7 +128,8 @@ def model_result(
         graph_breaks=[GraphBreak(reason=r) for r in graph_breaks or []],
         recompiles=[Recompile(reason=r, compile_id=f"0/{i + 1}")
                     for i, r in enumerate(recompiles or [])],
-        cache=Cache(fx=[cache_key(components)], aot=[cache_key(components, kind="aot")],
+        cache=Cache(fx=[cache_key(g) for g in graphs or [components]],
+                    aot=[cache_key(g, kind="aot") for g in graphs or [components]],
                     counters={"cold": CacheCounters(fx_miss=1, aot_miss=1),
                               "warm": CacheCounters(fx_hit=1, aot_hit=1)}),
         accuracy=Accuracy(passed=accuracy_passed, max_abs_err=1e-6 if accuracy_passed else 0.5,

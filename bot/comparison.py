@@ -1,0 +1,175 @@
+"""The comparison object: what ``compare`` computes and every renderer (markdown, HTML, JSON,
+terminal) reads. Plain data, no I/O; ``--format json`` is ``model_dump_json`` of it.
+
+Strings copied from a run (errors, break reasons, component names) stay raw here; renderers
+escape them for their medium.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Verdict(StrEnum):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    UNCHANGED = "unchanged"
+    WITHIN_NOISE = "within_noise"
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Delta(_Data):
+    """One metric, base → head. ``ratio`` is head/base with its confidence interval (for a
+    single sample per side the interval is the point). Higher is worse unless the metric says
+    otherwise (speedup, shown for context, is never judged)."""
+
+    base: float
+    head: float
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    verdict: Verdict | None = None
+    gating: bool = False
+    threshold: float | None = None
+    note: str | None = None
+
+    @property
+    def change(self) -> float | None:
+        return None if self.ratio is None else self.ratio - 1.0
+
+
+class CountDelta(_Data):
+    """Graph breaks or recompiles: counts, the expectation from the baseline file if any, and
+    the reasons head has that base (and the baseline) did not."""
+
+    base: int
+    head: int
+    expected: int | None = None
+    verdict: Verdict = Verdict.UNCHANGED
+    gating: bool = False
+    new_reasons: list[str] = Field(default_factory=list)
+    gone_reasons: list[str] = Field(default_factory=list)
+
+
+class AccuracyChange(_Data):
+    """Outcome words as in the baseline file: pass, fail_accuracy, fail_to_run, skip."""
+
+    base: str
+    head: str
+    expected: str | None = None
+    verdict: Verdict = Verdict.UNCHANGED
+    gating: bool = False
+
+
+class GraphKeyChange(_Data):
+    """One compiled graph whose FX or AOTAutograd cache key differs between the sides."""
+
+    kind: Literal["fx", "aot"]
+    index: int  # position among the head's (or, when removed, the base's) graphs of this kind
+    status: Literal["changed", "added", "removed"]
+    base_key: str | None = None
+    head_key: str | None = None
+    changed: list[str] = Field(default_factory=list)
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    summary: list[str] = Field(default_factory=list)  # changed names, long families collapsed
+
+
+class ModelRef(_Data):
+    suite: str
+    model: str
+    config: str
+    status: str
+    category: str
+    error: str | None = None
+
+
+class ModelRow(_Data):
+    """A model present on both sides."""
+
+    suite: str
+    model: str
+    config: str
+    base_status: str
+    head_status: str
+    head_category: str
+    head_error: str | None = None
+    ran_both: bool  # timed on both sides: the only rows that enter aggregates
+    verdict: Verdict
+    gating: bool
+    compiled_time: Delta | None = None  # per-call µs; the yardstick of a compiler change
+    eager_time: Delta | None = None  # host witness, never judged
+    speedup: Delta | None = None  # eager / compiled, context
+    cold_compile: Delta | None = None
+    warm_compile: Delta | None = None
+    memory: Delta | None = None
+    graph_breaks: CountDelta | None = None
+    recompiles: CountDelta | None = None
+    accuracy: AccuracyChange | None = None
+    cache_changes: list[GraphKeyChange] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class Aggregates(_Data):
+    """Over models that ran on both sides only (added, removed and failing models excluded)."""
+
+    models: int
+    geomean_speedup_base: float | None = None
+    geomean_speedup_head: float | None = None
+    geomean_compiled_ratio: float | None = None
+    pass_rate_base: float | None = None
+    pass_rate_head: float | None = None
+    total_cold_s_base: float | None = None
+    total_cold_s_head: float | None = None
+    total_warm_s_base: float | None = None
+    total_warm_s_head: float | None = None
+
+
+class Headline(_Data):
+    regressions: int = 0
+    improvements: int = 0
+    unchanged: int = 0
+    within_noise: int = 0
+    gating: int = 0
+
+
+class Side(_Data):
+    run_id: str
+    commit: str | None = None
+    ref: str | None = None
+    created_at: str
+    torch: str
+    device: str | None = None
+
+
+class CacheSummary(_Data):
+    """The answer to "will this PR make every user compile cold?"."""
+
+    models_with_changes: int = 0
+    models_compared: int = 0
+    components: dict[str, int] = Field(default_factory=dict)  # collapsed name -> models
+
+
+class Comparison(_Data):
+    base: Side
+    head: Side
+    rows: list[ModelRow]
+    added: list[ModelRef] = Field(default_factory=list)
+    removed: list[ModelRef] = Field(default_factory=list)
+    newly_failing: list[ModelRef] = Field(default_factory=list)
+    newly_fixed: list[ModelRef] = Field(default_factory=list)
+    aggregates: Aggregates
+    headline: Headline
+    cache: CacheSummary = CacheSummary()
+    gating_regression: bool
+    notes: list[str] = Field(default_factory=list)
+
+    def flagged(self) -> list[ModelRow]:
+        """Rows worth a line in the comment's table: anything but unchanged."""
+        return [r for r in self.rows if r.verdict is not Verdict.UNCHANGED]

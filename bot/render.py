@@ -1,0 +1,139 @@
+"""Render a ``Comparison``: PR comment (markdown), report (HTML), JSON and the job summary.
+
+Templates live in ``compilewatch.templates``. The markdown environment escapes every ``{{ }}``
+value that is not explicitly ``Markup`` (Jinja2's ``finalize`` hook), so a template that forgets a
+filter still cannot inject markdown; the HTML environment uses Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from compilewatch.bot import view
+from compilewatch.bot.comparison import Comparison
+from compilewatch.bot.escape import md_code, md_escape, shorten
+from compilewatch.compiler.errors import UsageError
+
+MARKER = "<!-- compilewatch:pr-comment -->"
+COMMENT_LIMIT = 65_536  # GitHub's limit on an issue comment, in characters
+SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary
+_URL = re.compile(r"^https?://[^\s<>\"'`\\]+$")
+
+TrendUrl = Callable[[str], str] | str | None
+
+
+def length(text: str) -> int:
+    """Length in UTF-16 code units, what a browser or GitHub's API may count: an emoji is 2.
+    Never less than the number of characters, so a comment within it is within GitHub's limit."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _md_finalize(value: Any) -> str:
+    if isinstance(value, Markup):
+        return str(value)
+    if value is None:
+        return ""
+    return md_escape(str(value))
+
+
+@cache
+def _env(kind: str) -> Environment:
+    common: dict[str, Any] = {
+        "loader": PackageLoader("compilewatch.templates", "."),
+        "undefined": StrictUndefined, "trim_blocks": True, "lstrip_blocks": True,
+        "keep_trailing_newline": True,
+    }
+    if kind == "md":
+        env = Environment(autoescape=False, finalize=_md_finalize, **common)
+        env.filters.update(code=md_code, short=lambda s, n=300: shorten(s, n))
+    else:
+        env = Environment(autoescape=True, **common)
+        env.filters.update(short=lambda s, n=300: shorten(s, n))
+    env.filters.update(view.FILTERS)
+    env.globals.update(view.GLOBALS)
+    return env
+
+
+def check_url(url: str, what: str) -> str:
+    """A link we put in a comment: http(s) only, nothing that could end the markdown link."""
+    if not _URL.match(url):
+        raise UsageError(f"{what}: {url!r} is not an http(s) URL without spaces or quotes")
+    return url
+
+
+def _trend_link(trend_url: TrendUrl) -> Callable[[str], Markup | None]:
+    def link(model: str) -> Markup | None:
+        if trend_url is None:
+            return None
+        name = quote(model, safe="")
+        url = trend_url(name) if callable(trend_url) else trend_url.replace("{model}", name)
+        return Markup(f"[trend](<{check_url(url, 'trend URL')}>)")
+
+    return link
+
+
+def _render_md(comparison: Comparison, limit: int | None, report_url: str | None,
+               trend_url: TrendUrl) -> str:
+    report = Markup(f"[full report](<{report_url}>)") if report_url else None
+    return _env("md").get_template("pr_comment.md.j2").render(
+        c=comparison, marker=Markup(MARKER), limit=limit, report_link=report,
+        trend=_trend_link(trend_url), comment_limit=COMMENT_LIMIT,
+    )
+
+
+def render_markdown(comparison: Comparison, *, report_url: str | None = None,
+                    trend_url: TrendUrl = None, max_chars: int = COMMENT_LIMIT) -> str:
+    """The PR comment. Over ``max_chars`` the per-model lists are cut (the longest prefix that
+    fits, found by bisection) and a note points to the full report."""
+    if report_url is not None:
+        check_url(report_url, "report URL")
+    full = _render_md(comparison, None, report_url, trend_url)
+    if length(full) <= max_chars:
+        return full
+    lo, hi, best = 0, view.row_count(comparison), None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        text = _render_md(comparison, mid, report_url, trend_url)
+        if length(text) <= max_chars:
+            best, lo = text, mid + 1
+        else:
+            hi = mid - 1
+    if best is None:  # even the headline alone is too long: cut it, keep the marker
+        note = "\n\n_(truncated: the full report has everything)_\n"
+        best = full[: max_chars - len(note)].rsplit("\n", 1)[0] + note
+    return best
+
+
+def render_html(comparison: Comparison) -> str:
+    """The full report: one self-contained page (inline CSS and JS, no network)."""
+    return _env("html").get_template("report.html.j2").render(c=comparison)
+
+
+def render_json(comparison: Comparison) -> str:
+    return comparison.model_dump_json(indent=1) + "\n"
+
+
+def write_step_summary(comparison: Comparison, path: str | os.PathLike[str] | None = None, *,
+                       report_url: str | None = None) -> Path:
+    """Append the comment to GitHub's job summary (``$GITHUB_STEP_SUMMARY``)."""
+    target = path or os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        raise UsageError("no job summary path: GITHUB_STEP_SUMMARY is not set (not in GitHub "
+                         "Actions?); pass a path")
+    text = render_markdown(comparison, report_url=report_url, max_chars=SUMMARY_LIMIT)
+    p = Path(target)
+    try:
+        with p.open("a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise UsageError(f"{p}: cannot append the job summary: {e.strerror}") from None
+    return p

@@ -1,0 +1,65 @@
+"""The ``compare`` and ``baseline update`` commands: load, compare, render, write."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from compilewatch.bot.baseline import load_baseline, update_baseline
+from compilewatch.bot.compare import compare
+from compilewatch.bot.comparison import Comparison
+from compilewatch.bot.project import load_project_config
+from compilewatch.bot.sides import load_side
+from compilewatch.compiler.errors import RegressionFound
+from compilewatch.compiler.schema import write_atomic
+
+Format = Literal["markdown", "html", "json", "table"]
+
+
+def render(comparison: Comparison, fmt: Format, report_url: str | None = None) -> str:
+    from compilewatch.bot import render as r
+
+    if fmt == "markdown":
+        return r.render_markdown(comparison, report_url=report_url)
+    if fmt == "html":
+        return r.render_html(comparison)
+    if fmt == "json":
+        return r.render_json(comparison)
+    from compilewatch.bot.table import render_table
+
+    return render_table(comparison)
+
+
+def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path | None = None,
+                    fail_on_regression: bool = False, repo: Path = Path("."),
+                    db_url: str | None = None, report_url: str | None = None) -> Comparison:
+    """Compare two sides with the repository's thresholds and baseline; write the rendering.
+
+    The output is written before a gating regression is raised, so CI keeps the report.
+    """
+    project = load_project_config(repo)
+    policy = project.threshold_policy()
+    baseline = load_baseline(project.baseline_path)
+    comparison = compare(load_side(base, db_url), load_side(head, db_url), thresholds=policy,
+                         baseline=baseline)
+    text = render(comparison, fmt, report_url)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(out, text)
+    if fail_on_regression and comparison.gating_regression:
+        names = ", ".join(r.model for r in comparison.rows if r.gating)
+        raise RegressionFound(f"{comparison.headline.gating} model(s) with a gating "
+                              f"regression: {names}")
+    return comparison
+
+
+def baseline_update_command(*, results: str, repo: Path = Path("."),
+                            db_url: str | None = None) -> Path:
+    """Rewrite the repository's baseline file from a run (a results file or run id)."""
+    project = load_project_config(repo)
+    path = project.baseline_path
+    n = update_baseline(load_side(results, db_url), path)
+    print(f"wrote {n} models to {path}")
+    return path

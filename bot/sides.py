@@ -1,0 +1,29 @@
+"""Where a side of a comparison comes from: a results file, or a run id in the database."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from compilewatch.compiler.errors import UsageError
+from compilewatch.compiler.schema import RunResults, load_results
+
+RUN_ID = re.compile(r"^[A-Za-z0-9_\-]{8,64}$")  # as RunResults.run_id
+
+
+def load_side(spec: str, db_url: str | None) -> RunResults:
+    """An existing file is read as results; otherwise ``spec`` must be a run id in the database."""
+    path = Path(spec)
+    if path.is_file():
+        return load_results(path)
+    if path.exists():
+        raise UsageError(f"{spec}: not a regular file")
+    if not RUN_ID.match(spec):
+        raise UsageError(f"{spec}: no such results file, and not a run id (8-64 letters, digits, "
+                         "'-' or '_')")
+    try:
+        from compilewatch.db import connect, load_run  # the db extra is optional at import time
+    except ImportError as e:
+        raise UsageError(f"{spec}: no such results file; reading run ids needs the database "
+                         f"support, which failed to import ({e})") from None
+    return load_run(connect(db_url), spec)
