@@ -19,6 +19,7 @@ import github
 import requests
 from github import Auth, GithubException, GithubRetry
 from github.GithubException import RateLimitExceededExceedsMaxWait
+from github.Repository import Repository
 
 from compilewatch.compiler.errors import GitHubError, UsageError
 
@@ -48,8 +49,9 @@ class RetryPolicy:
     backoff_s: float = 2.0
     max_wait_s: float = 300.0
     timeout_s: float = 30.0
-    # GitHub asks integrations to pause between writes (secondary rate limits).
-    write_interval_s: float = 1.0
+    # Pause between writes. A run makes a handful, and a secondary rate limit, if hit, is
+    # retried after its Retry-After; raise this for bulk publishing.
+    write_interval_s: float = 0.0
 
 
 DEFAULT_POLICY = RetryPolicy()
@@ -101,6 +103,14 @@ def connect(credentials: Credentials, *, repo: str, base_url: str | None = None,
         with github_errors(f"find the App installation on {repo}"):
             installation = integration.get_repo_installation(owner, name).id
     return github.Github(auth=app.get_installation_auth(installation), **common)  # type: ignore[arg-type]
+
+
+def open_repo(credentials: Credentials, repo: str, *, base_url: str | None = None,
+              policy: RetryPolicy = DEFAULT_POLICY) -> Repository:
+    """Connect and fetch ``repo``: the first request, so bad credentials or URLs fail here."""
+    gh = connect(credentials, repo=repo, base_url=base_url, policy=policy)
+    with github_errors(f"open repository {repo}"):
+        return gh.get_repo(repo)
 
 
 def split_repo(repo: str) -> tuple[str, str]:

@@ -23,9 +23,8 @@ from compilewatch.bot.github_client import (
     DEFAULT_POLICY,
     Credentials,
     RetryPolicy,
-    connect,
     credentials_from,
-    github_errors,
+    open_repo,
     split_repo,
 )
 from compilewatch.bot.neutralise import neutralise
@@ -100,7 +99,17 @@ def validate_outdir(outdir: Path) -> tuple[RunResults, RunResults]:
     missing = [n for n in REQUIRED if not (outdir / n).is_file()]
     if missing:
         raise ResultsFileError(f"{outdir}: missing {', '.join(missing)}")
-    return load_results(outdir / "base.json"), load_results(outdir / "head.json")
+    return _load(outdir / "base.json"), _load(outdir / "head.json")
+
+
+def _load(path: Path) -> RunResults:
+    """``load_results``, with the file named in every error (version errors lack it)."""
+    try:
+        return load_results(path)
+    except ResultsFileError as e:
+        if str(e).startswith(str(path)):
+            raise
+        raise ResultsFileError(f"{path}: {e}") from None
 
 
 def _check_target(repo: str, pr: int, sha: str, head: RunResults) -> None:
@@ -159,9 +168,7 @@ def post_outdir(outdir: Path, *, repo: str, pr: int, sha: str,
     if db_url:
         _ingest(db_url, (base, head))
         ingested = True
-    gh = connect(credentials, repo=repo, base_url=github_url, policy=policy)
-    with github_errors(f"open repository {repo}"):
-        repository = gh.get_repo(repo)
+    repository = open_repo(credentials, repo, base_url=github_url, policy=policy)
     comment = upsert_comment(repository, pr, rendered.body, rendered.marker,
                              only_if_changed=only_if_changed, author=comment_author)
     conclusion = "failure" if rendered.gating_regression else "success"

@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+REPO, PR, HEAD_SHA, TOKEN = "acme/models", 7, "a1" * 20, "ghp_fake_token"
 API = "/api/v3"
 UPLOADS = "/api/uploads"
 BOT = {"login": "github-actions[bot]", "id": 41898282, "type": "Bot"}
@@ -103,7 +104,8 @@ class FakeGitHub:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -290,6 +292,7 @@ DOWNLOAD_ROUTE = re.compile(rf"^/{R}/releases/download/(?P<tag>[^/]+)/(?P<name>[
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeGitHub
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else each keep-alive reply waits on a delayed ACK
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
