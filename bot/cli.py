@@ -125,7 +125,11 @@ def suites_cmd(suites: tuple[str, ...]) -> None:
 @main.command("post")
 @click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--repo", required=True, help="OWNER/NAME of the repository to post to.")
-@click.option("--pr", type=click.IntRange(min=1), required=True, help="Pull request number.")
+@click.option("--pr", type=click.IntRange(min=1), default=None,
+              help="Pull request number. Default: the open PR whose head is --sha.")
+@click.option("--head-label", default=None,
+              help="OWNER:BRANCH of the PR's head, to find the PR when --pr is not known "
+                   "(workflow_run events name no PR for forks).")
 @click.option("--sha", required=True, help="Full head commit id the check is attached to.")
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the token (never pass a token as an argument).")

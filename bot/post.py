@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from github.Repository import Repository
 
 from compilewatch.bot.checks import CheckResult, set_check
 from compilewatch.bot.github_client import (
@@ -24,6 +25,7 @@ from compilewatch.bot.github_client import (
     Credentials,
     RetryPolicy,
     credentials_from,
+    github_errors,
     open_repo,
     split_repo,
 )
@@ -39,6 +41,7 @@ FILE_LIMITS = {"base.json": 32 * MIB, "head.json": 32 * MIB, "comparison.json": 
 REQUIRED = ("base.json", "head.json")
 _SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+_HEAD_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}:[^\s:~^?*\[\\]{1,255}$")
 _URL = re.compile(r"^https?://[^\s<>\"'`]{1,2000}$")
 
 
@@ -112,12 +115,12 @@ def _load(path: Path) -> RunResults:
         raise ResultsFileError(f"{path}: {e}") from None
 
 
-def _check_target(repo: str, pr: int, sha: str, head: RunResults) -> None:
+def _check_target(repo: str, pr: int | None, sha: str, head: RunResults) -> None:
     """The PR and commit come from the trusted event; the artifact must agree with them."""
     if not _REPO.match(repo):
         raise UsageError(f"--repo {repo!r}: expected OWNER/NAME")
     split_repo(repo)
-    if pr < 1:
+    if pr is not None and pr < 1:
         raise UsageError(f"--pr {pr}: must be a positive number")
     if not _SHA.match(sha):
         raise UsageError(f"--sha {sha!r}: expected a full lowercase hex commit id")
@@ -125,11 +128,28 @@ def _check_target(repo: str, pr: int, sha: str, head: RunResults) -> None:
     if commit is not None and not sha.startswith(commit):
         raise ResultsFileError(f"head.json was measured on {commit}, not on --sha {sha}: "
                                "refusing to post results of another commit")
-    if head.git.pr is not None and head.git.pr != pr:
+    if head.git.pr is not None and pr is not None and head.git.pr != pr:
         raise ResultsFileError(f"head.json is for PR #{head.git.pr}, not --pr {pr}")
 
 
-def render_outdir(outdir: Path, *, repo: str, pr: int, sha: str, report_url: str | None = None,
+def find_pull_request(repository: Repository, sha: str, head_label: str | None) -> int:
+    """The open PR whose head is ``sha``. The ``workflow_run`` event names no PR for forks, so
+    the PR is looked up by its head (``OWNER:BRANCH``) or by the commit, and must match ``sha``."""
+    with github_errors(f"find the pull request with head {sha[:12]}"):
+        if head_label:
+            candidates = repository.get_pulls(state="open", head=head_label)
+        else:
+            candidates = repository.get_commit(sha).get_pulls()
+        numbers = sorted({p.number for p in candidates if p.head.sha == sha and p.state == "open"})
+    if len(numbers) != 1:
+        found = ", ".join(f"#{n}" for n in numbers) or "none"
+        raise GitHubError(f"no single open pull request has head {sha} (found: {found}); "
+                          "pass --pr")
+    return numbers[0]
+
+
+def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
+                  report_url: str | None = None,
                   render: Renderer | None = None) -> tuple[RunResults, RunResults, Rendered]:
     """Validate and render without touching GitHub (also what ``--dry-run`` shows)."""
     if report_url is not None and not _URL.match(report_url):
@@ -150,14 +170,20 @@ def _ingest(db_url: str, runs: tuple[RunResults, RunResults]) -> None:
         ingest(db, run)
 
 
-def post_outdir(outdir: Path, *, repo: str, pr: int, sha: str,
-                credentials: Credentials | None, github_url: str | None = None,
+def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
+                credentials: Credentials | None, head_label: str | None = None,
+                github_url: str | None = None,
                 policy: RetryPolicy = DEFAULT_POLICY, only_if_changed: bool = False,
                 use_status: bool = False, check_name: str = "compilewatch",
                 report_url: str | None = None, comment_author: str | None = None,
                 db_url: str | None = None, dry_run: bool = False,
                 render: Renderer | None = None) -> PostReport:
-    """Validate ``outdir``, then post one sticky comment and one check (or status)."""
+    """Validate ``outdir``, then post one sticky comment and one check (or status).
+
+    ``pr`` None: the PR is the open one whose head is ``sha`` (``head_label`` narrows it).
+    """
+    if head_label is not None and not _HEAD_LABEL.match(head_label):
+        raise UsageError(f"--head-label {head_label[:80]!r}: expected OWNER:BRANCH")
     base, head, rendered = render_outdir(outdir, repo=repo, pr=pr, sha=sha,
                                          report_url=report_url, render=render)
     if dry_run:
@@ -169,6 +195,9 @@ def post_outdir(outdir: Path, *, repo: str, pr: int, sha: str,
         _ingest(db_url, (base, head))
         ingested = True
     repository = open_repo(credentials, repo, base_url=github_url, policy=policy)
+    if pr is None:
+        pr = find_pull_request(repository, sha, head_label)
+        _check_target(repo, pr, sha, head)
     comment = upsert_comment(repository, pr, rendered.body, rendered.marker,
                              only_if_changed=only_if_changed, author=comment_author)
     conclusion = "failure" if rendered.gating_regression else "success"

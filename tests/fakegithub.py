@@ -130,9 +130,10 @@ class FakeGitHub:
             self.tags.setdefault(full_name, set())
 
     def add_pull(self, full_name: str, number: int, head_sha: str, base_sha: str = "b" * 40,
-                 fork: bool = False) -> None:
+                 head_label: str = "contributor:feature", state: str = "open") -> None:
         self.add_repo(full_name)
-        self.pulls[(full_name, number)] = {"head": head_sha, "base": base_sha, "fork": fork}
+        self.pulls[(full_name, number)] = {"head": head_sha, "base": base_sha,
+                                           "label": head_label, "state": state}
 
     def add_comment(self, full_name: str, number: int, body: str,
                     user: dict[str, Any] = BOT) -> int:
@@ -259,7 +260,9 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", r"/app/installations/(?P<inst>\d+)/access_tokens", "app_token"),
         ("GET", rf"/repos/{R}/installation", "repo_installation"),
         ("GET", rf"/repos/{R}", "get_repo"),
+        ("GET", rf"/repos/{R}/pulls", "list_pulls"),
         ("GET", rf"/repos/{R}/pulls/(?P<n>\d+)", "get_pull"),
+        ("GET", rf"/repos/{R}/commits/(?P<sha>\w+)/pulls", "commit_pulls"),
         ("GET", rf"/repos/{R}/issues/(?P<n>\d+)", "get_issue"),
         ("GET", rf"/repos/{R}/issues/(?P<n>\d+)/comments", "list_comments"),
         ("POST", rf"/repos/{R}/issues/(?P<n>\d+)/comments", "create_comment"),

@@ -72,18 +72,38 @@ def get_repo(fake: FakeGitHub, req: Req, full: str) -> Answer:
 
 
 def get_pull(fake: FakeGitHub, req: Req, full: str, n: str) -> Answer:
-    pull = _pull(fake, full, n)
+    return 200, _pull_json(fake, full, int(n)), {}
+
+
+def list_pulls(fake: FakeGitHub, req: Req, full: str) -> Answer:
+    _repo(fake, full)
+    state, head = req.query.get("state", "open"), req.query.get("head")
+    found = [_pull_json(fake, f, n) for (f, n), p in sorted(fake.pulls.items())
+             if f == full and state in ("all", p["state"]) and head in (None, p["label"])]
+    return paginate(fake, req, found)
+
+
+def commit_pulls(fake: FakeGitHub, req: Req, full: str, sha: str) -> Answer:
+    _repo(fake, full)
+    found = [_pull_json(fake, f, n) for (f, n), p in sorted(fake.pulls.items())
+             if f == full and p["head"] == sha]
+    return paginate(fake, req, found)
+
+
+def _pull_json(fake: FakeGitHub, full: str, n: int) -> dict[str, Any]:
+    pull = _pull(fake, full, str(n))
     repo = fake._repo_json(full)
     api = fake._api(f"/repos/{full}")
-    return 200, {
-        "id": 5000 + int(n), "number": int(n), "state": "open", "title": f"PR {n}",
+    return {
+        "id": 5000 + n, "number": n, "state": pull["state"], "title": f"PR {n}",
         "url": f"{api}/pulls/{n}", "issue_url": f"{api}/issues/{n}",
         "comments_url": f"{api}/issues/{n}/comments",
         "html_url": f"https://github.example/{full}/pull/{n}", "user": BOT,
-        "head": {"sha": pull["head"], "ref": "feature", "label": "fork:feature", "repo": repo},
+        "head": {"sha": pull["head"], "ref": pull["label"].split(":")[-1],
+                 "label": pull["label"], "repo": repo},
         "base": {"sha": pull["base"], "ref": "main", "label": "main", "repo": repo},
         "merged": False, "draft": False,
-    }, {}
+    }
 
 
 def get_issue(fake: FakeGitHub, req: Req, full: str, n: str) -> Answer:

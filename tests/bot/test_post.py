@@ -278,3 +278,26 @@ def test_validation_error_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ResultsFileError, match=r"head\.json: evil"):
         post_outdir(out, repo=REPO, pr=PR, sha=HEAD_SHA, credentials=None, dry_run=True,
                     render=escaping_render)
+
+
+def test_fork_pr_is_found_by_head_label_and_sha(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    fake_github.add_pull(REPO, 8, "c" * 40, head_label="contributor:other")
+    result = post(fake_github, write_outdir(tmp_path), "--pr", "", "--head-label",
+                  "contributor:feature")
+    assert result.exit_code == 2  # an empty --pr is refused by click, not guessed
+    args = ["post", str(tmp_path / "out"), "--repo", REPO, "--sha", HEAD_SHA,
+            "--github-url", fake_github.base_url, "--head-label", "contributor:feature"]
+    ok = CliRunner().invoke(main, args, env={"GITHUB_TOKEN": TOKEN})
+    assert ok.exit_code == 0, ok.output
+    assert len(fake_github.issue_comments(REPO, PR)) == 1
+    assert fake_github.issue_comments(REPO, 8) == []
+
+
+def test_pr_lookup_by_commit_refuses_a_moved_head(fake_github: FakeGitHub,
+                                                  tmp_path: Path) -> None:
+    fake_github.pulls[(REPO, PR)]["head"] = "d" * 40  # pushed again since the measurement
+    args = ["post", str(write_outdir(tmp_path)), "--repo", REPO, "--sha", HEAD_SHA,
+            "--github-url", fake_github.base_url]
+    result = CliRunner().invoke(main, args, env={"GITHUB_TOKEN": TOKEN})
+    assert result.exit_code == 2 and "no single open pull request" in result.stderr
+    assert fake_github.comments == {} and fake_github.check_runs == {}
