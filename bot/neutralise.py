@@ -16,15 +16,19 @@ ALLOWED_TAGS = frozenset({
 })
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
-_TAG = re.compile(r"<(?:!--|/?([A-Za-z][A-Za-z0-9-]*))")
+# A tag or an HTML comment; not an autolink or link destination such as <https://...>.
+# ``\<`` (an odd number of backslashes) is already a literal "<" in CommonMark.
+_TAG = re.compile(r"(\\*)<(?:!--|/?([A-Za-z][A-Za-z0-9-]*)(?![A-Za-z0-9+.-]*:))")
 _MENTION = re.compile(r"(?<![\w`/.+-])@(?=[A-Za-z0-9])")
 ZWSP = "\u200b"
 
 
 def _text(part: str) -> str:
     def tag(m: re.Match[str]) -> str:
-        name = (m.group(1) or "").lower()
-        return m.group(0) if name in ALLOWED_TAGS else "&lt;" + m.group(0)[1:]
+        slashes, name = m.group(1), (m.group(2) or "").lower()
+        if len(slashes) % 2 or name in ALLOWED_TAGS:
+            return m.group(0)
+        return slashes + "&lt;" + m.group(0)[len(slashes) + 1:]
 
     return _MENTION.sub("@" + ZWSP, _TAG.sub(tag, part))
 

@@ -28,11 +28,19 @@ class CommentResult:
     duplicates_removed: int = 0
 
 
+def utf16_len(text: str) -> int:
+    """Length as GitHub may count it (UTF-16 code units); never less than ``len(text)``."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 def fit_comment(body: str, limit: int = MAX_COMMENT_CHARS) -> str:
     """Cut ``body`` to GitHub's limit, saying so, instead of having the post refused."""
-    if len(body) <= limit:
+    if utf16_len(body) <= limit:
         return body
-    return body[: limit - len(TRUNCATED_NOTE)] + TRUNCATED_NOTE
+    keep = limit - len(TRUNCATED_NOTE)
+    while utf16_len(body[:keep]) > limit - len(TRUNCATED_NOTE):
+        keep -= utf16_len(body[:keep]) - (limit - len(TRUNCATED_NOTE))
+    return body[:keep] + TRUNCATED_NOTE
 
 
 def _is_ours(comment: IssueComment, marker: str, author: str | None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import requests
 from github.Repository import Repository
 
 from compilewatch.bot.releases import (
@@ -32,6 +33,9 @@ def test_publish_then_download_round_trips(fake_github: FakeGitHub, gh_repo: Rep
         "megacache.bin", "megacache.json"]
     out = download_asset(gh_repo, "nightly-20260101", "megacache.bin", tmp_path / "dl" / "c.bin")
     assert out.read_bytes() == cache.read_bytes()
+    # The public download link serves the same bytes, without a token.
+    public = requests.get(published.assets[1].download_url, timeout=5)
+    assert public.status_code == 200 and public.content == meta.read_bytes()
 
 
 def test_same_named_asset_is_replaced(fake_github: FakeGitHub, gh_repo: Repository,

@@ -7,7 +7,7 @@ import threading
 from github.Repository import Repository
 
 from compilewatch.bot.github_client import Credentials, open_repo
-from compilewatch.bot.sticky import MAX_COMMENT_CHARS, upsert_comment
+from compilewatch.bot.sticky import MAX_COMMENT_CHARS, fit_comment, upsert_comment, utf16_len
 from tests.bot.conftest import FAST
 from tests.fakegithub import BOT, PR, REPO, TOKEN, FakeGitHub
 
@@ -104,3 +104,9 @@ def test_an_oversized_body_is_cut_to_githubs_limit(fake_github: FakeGitHub,
     [comment] = fake_github.issue_comments(REPO, PR)
     assert len(comment["body"]) == MAX_COMMENT_CHARS
     assert comment["body"].startswith(MARK) and "Truncated" in comment["body"]
+
+
+def test_limit_counts_utf16_units() -> None:
+    body = fit_comment("😀" * 40_000)  # 80,000 UTF-16 units in 40,000 characters
+    assert utf16_len(body) <= MAX_COMMENT_CHARS and body.endswith("artifact.)*\n")
+    assert utf16_len(fit_comment("😀" * 30_000)) == 60_000

@@ -26,3 +26,13 @@ def test_marker_survives_but_other_html_comments_do_not() -> None:
     marker = "<!-- compilewatch -->"
     out = neutralise(f"{marker}\nbody <!-- hide the rest", keep=marker)
     assert out == f"{marker}\nbody &lt;!-- hide the rest"
+
+
+def test_links_with_angle_bracket_destinations_are_kept() -> None:
+    text = "[full report](<https://ci.example/run/1>) and <https://ci.example>"
+    assert neutralise(text) == text
+
+
+def test_backslash_escaped_brackets_are_not_escaped_twice() -> None:
+    assert neutralise(r"a \<img src\=x\> b") == r"a \<img src\=x\> b"
+    assert neutralise(r"a \\<img>") == r"a \\&lt;img>"
