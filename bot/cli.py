@@ -253,5 +253,56 @@ def baseline_update_cmd(**kwargs: Any) -> None:
     baseline_update_command(**kwargs)
 
 
+@main.command("post")
+@click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--repo", required=True, help="OWNER/NAME of the repository to post to.")
+@click.option("--pr", type=click.IntRange(min=1), default=None,
+              help="Pull request number. Default: the open PR whose head is --sha.")
+@click.option("--head-label", default=None,
+              help="OWNER:BRANCH of the PR's head, to find the PR when --pr is not known "
+                   "(workflow_run events name no PR for forks).")
+@click.option("--sha", required=True, help="Full head commit id the check is attached to.")
+@click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+              help="Environment variable holding the token (never pass a token as an argument).")
+@click.option("--app-id", type=int, default=None, help="GitHub App id (instead of a token).")
+@click.option("--app-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The GitHub App's private key (PEM).")
+@click.option("--installation-id", type=int, default=None,
+              help="The App's installation id. Default: looked up for --repo.")
+@click.option("--github-url", envvar="GITHUB_API_URL", default=None,
+              help="API base URL; GitHub Enterprise: https://HOST/api/v3. Env: GITHUB_API_URL.")
+@click.option("--only-if-changed", is_flag=True,
+              help="Leave the comment untouched when its text would not change.")
+@click.option("--check/--status", "use_check", default=True, show_default=True,
+              help="Report the verdict as a check run or as a commit status. A check falls "
+                   "back to a status when the token may not write checks.")
+@click.option("--check-name", default="compilewatch", show_default=True,
+              help="Name of the check run (or status context).")
+@click.option("--report-url", default=None, help="Link to the full report (the workflow run).")
+@click.option("--comment-author", default=None,
+              help="Login whose marked comment is ours. Default: any bot account.")
+@click.option("--retries", type=click.IntRange(0, 20), default=5, show_default=True,
+              help="Retries on 5xx, rate limits and network errors.")
+@click.option("--retry-backoff", type=click.FloatRange(0), default=2.0, show_default=True,
+              help="Seconds of backoff, doubled after each further failure.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--dry-run", is_flag=True, help="Validate and print the comment; post nothing.")
+@handle_errors
+def post_cmd(use_check: bool, **kwargs: Any) -> None:
+    """Post the comparison of a `compilewatch pr` output directory to a pull request.
+
+    OUTDIR is untrusted data: base.json and head.json are validated strictly and the comment is
+    rendered again here; nothing the measuring job wrote is posted as is. One comment per PR is
+    edited in place; the verdict goes to a check run (failure on a gating regression).
+
+    \b
+    Example:
+      compilewatch post out/ --repo acme/models --pr 42 --sha "$HEAD_SHA"
+    """
+    from compilewatch.bot.post import post_command
+
+    post_command(use_status=not use_check, **kwargs)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -8,11 +8,10 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from factories import model_result, run_results
-
 from compilewatch.compiler.schema import save_results
 from compilewatch.db import connect, ingest_files
 from compilewatch.db.engine import create, resolve_url
+from tests.factories import model_result, run_results
 
 PROCESSES = 8
 MODELS = 10

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from factories import run_results
 
 from compilewatch.bot.cli import main
 from compilewatch.compiler.schema import save_results
+from tests.factories import run_results
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import math
 from collections.abc import Callable
 
 import pytest
-from factories import model_result, run_results
 
 from compilewatch.compiler.errors import DatabaseError, ResultsFileError
 from compilewatch.compiler.schema import Category, Config, save_results
 from compilewatch.db import Database, ingest, ingest_files, load_run, store
+from tests.factories import model_result, run_results
 
 Counts = Callable[[Database], dict[str, int]]
 

@@ -8,7 +8,6 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from conftest import pg_database
-from factories import run_results
 from sqlalchemy import inspect, text
 
 from compilewatch.compiler.errors import DatabaseError
@@ -16,6 +15,7 @@ from compilewatch.db import connect, default_sqlite_path, ingest, load_run, reso
 from compilewatch.db.engine import create
 from compilewatch.db.migrate import downgrade, state, upgrade
 from compilewatch.db.models import Base
+from tests.factories import run_results
 
 TABLES = {t.name for t in Base.metadata.sorted_tables}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from factories import environment, model_result, run_results
 
 from compilewatch.compiler.errors import UsageError
 from compilewatch.compiler.schema import Category, Config
@@ -19,6 +18,7 @@ from compilewatch.db import (
     suite_history,
     timing_samples,
 )
+from tests.factories import environment, model_result, run_results
 
 C1, C2, C3 = "1" * 40, "2" * 40, "3" * 40
 GPU = environment(fingerprint="g" * 32, gpu="H200")

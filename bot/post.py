@@ -1,0 +1,237 @@
+"""``compilewatch post``: the privileged half of the PR bot.
+
+The output directory comes from a job that ran untrusted PR code, so it is data to validate, never
+text to publish: only ``base.json`` and ``head.json`` are read (strictly, through the results
+schema) and the comparison and the comment are computed again here by trusted code. The
+``comment.md``/``report.html``/``comparison.json`` the untrusted job wrote are size-checked and
+otherwise ignored. Everything is computed before the first write to GitHub.
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from github.Repository import Repository
+
+from compilewatch.bot.checks import CheckResult, set_check
+from compilewatch.bot.github_client import (
+    DEFAULT_POLICY,
+    Credentials,
+    RetryPolicy,
+    credentials_from,
+    github_errors,
+    open_repo,
+    split_repo,
+)
+from compilewatch.bot.neutralise import neutralise
+from compilewatch.bot.sticky import CommentResult, fit_comment, upsert_comment
+from compilewatch.compiler.errors import GitHubError, ResultsFileError, UsageError
+from compilewatch.compiler.schema import RunResults, load_results
+
+MIB = 1024 * 1024
+# What `compilewatch pr` writes, with a size cap each; anything else in the artifact is refused.
+FILE_LIMITS = {"base.json": 32 * MIB, "head.json": 32 * MIB, "comparison.json": 32 * MIB,
+               "comment.md": 1 * MIB, "report.html": 32 * MIB}
+REQUIRED = ("base.json", "head.json")
+_SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
+_REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+_HEAD_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}:[^\s:~^?*\[\\]{1,255}$")
+_URL = re.compile(r"^https?://[^\s<>\"'`]{1,2000}$")
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What trusted code made of the two runs: the comment, the check's line, the verdict."""
+
+    body: str
+    title: str
+    gating_regression: bool
+    marker: str
+
+
+Renderer = Callable[[RunResults, RunResults, str | None], Rendered]
+
+
+@dataclass(frozen=True)
+class PostReport:
+    rendered: Rendered
+    comment: CommentResult | None = None
+    check: CheckResult | None = None
+    ingested: bool = False
+
+
+def trusted_render(base: RunResults, head: RunResults, report_url: str | None) -> Rendered:
+    """compare + render_markdown from this package (the only text ``post`` publishes)."""
+    from compilewatch.bot.compare import compare
+    from compilewatch.bot.render import MARKER, render_markdown
+
+    comparison = compare(base, head)
+    h = comparison.headline
+    title = (f"{h.gating} gating regression(s)" if comparison.gating_regression
+             else "No gating regression") + f"; {h.regressions} regressed, " \
+        f"{h.improvements} improved"
+    return Rendered(render_markdown(comparison, report_url=report_url), title,
+                    comparison.gating_regression, MARKER)
+
+
+def validate_outdir(outdir: Path) -> tuple[RunResults, RunResults]:
+    """Check the artifact's shape and sizes, then load both runs strictly."""
+    outdir = Path(outdir)
+    if outdir.is_symlink() or not outdir.is_dir():
+        raise ResultsFileError(f"{outdir}: not a directory")
+    unexpected, too_big = [], []
+    for entry in sorted(outdir.iterdir()):
+        st = entry.lstat()
+        limit = FILE_LIMITS.get(entry.name)
+        if limit is None or not stat.S_ISREG(st.st_mode):
+            unexpected.append(entry.name)
+        elif st.st_size > limit:
+            too_big.append(f"{entry.name} ({st.st_size} bytes > {limit})")
+    if unexpected:
+        raise ResultsFileError(f"{outdir}: unexpected entries (only regular files named "
+                               f"{', '.join(FILE_LIMITS)} are allowed): "
+                               f"{', '.join(map(repr, unexpected[:10]))}")
+    if too_big:
+        raise ResultsFileError(f"{outdir}: over the size limit: {', '.join(too_big)}")
+    missing = [n for n in REQUIRED if not (outdir / n).is_file()]
+    if missing:
+        raise ResultsFileError(f"{outdir}: missing {', '.join(missing)}")
+    return _load(outdir / "base.json"), _load(outdir / "head.json")
+
+
+def _load(path: Path) -> RunResults:
+    """``load_results``, with the file named in every error (version errors lack it)."""
+    try:
+        return load_results(path)
+    except ResultsFileError as e:
+        if str(e).startswith(str(path)):
+            raise
+        raise ResultsFileError(f"{path}: {e}") from None
+
+
+def _check_target(repo: str, pr: int | None, sha: str, head: RunResults) -> None:
+    """The PR and commit come from the trusted event; the artifact must agree with them."""
+    if not _REPO.match(repo):
+        raise UsageError(f"--repo {repo!r}: expected OWNER/NAME")
+    split_repo(repo)
+    if pr is not None and pr < 1:
+        raise UsageError(f"--pr {pr}: must be a positive number")
+    if not _SHA.match(sha):
+        raise UsageError(f"--sha {sha!r}: expected a full lowercase hex commit id")
+    commit = head.git.commit
+    if commit is not None and not sha.startswith(commit):
+        raise ResultsFileError(f"head.json was measured on {commit}, not on --sha {sha}: "
+                               "refusing to post results of another commit")
+    if head.git.pr is not None and pr is not None and head.git.pr != pr:
+        raise ResultsFileError(f"head.json is for PR #{head.git.pr}, not --pr {pr}")
+
+
+def find_pull_request(repository: Repository, sha: str, head_label: str | None) -> int:
+    """The open PR whose head is ``sha``. The ``workflow_run`` event names no PR for forks, so
+    the PR is looked up by its head (``OWNER:BRANCH``) or by the commit, and must match ``sha``."""
+    with github_errors(f"find the pull request with head {sha[:12]}"):
+        if head_label:
+            candidates = repository.get_pulls(state="open", head=head_label)
+        else:
+            candidates = repository.get_commit(sha).get_pulls()
+        numbers = sorted({p.number for p in candidates if p.head.sha == sha and p.state == "open"})
+    if len(numbers) != 1:
+        found = ", ".join(f"#{n}" for n in numbers) or "none"
+        raise GitHubError(f"no single open pull request has head {sha} (found: {found}); "
+                          "pass --pr")
+    return numbers[0]
+
+
+def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
+                  report_url: str | None = None,
+                  render: Renderer | None = None) -> tuple[RunResults, RunResults, Rendered]:
+    """Validate and render without touching GitHub (also what ``--dry-run`` shows)."""
+    if report_url is not None and not _URL.match(report_url):
+        raise UsageError(f"--report-url {report_url[:80]!r}: expected an http(s) URL")
+    base, head = validate_outdir(outdir)
+    _check_target(repo, pr, sha, head)
+    out = (render or trusted_render)(base, head, report_url)
+    body = fit_comment(neutralise(out.body, keep=out.marker))
+    return base, head, Rendered(body, neutralise(out.title), out.gating_regression, out.marker)
+
+
+def _ingest(db_url: str, runs: tuple[RunResults, RunResults]) -> None:
+    from compilewatch.db import connect as db_connect
+    from compilewatch.db import ingest
+
+    db = db_connect(db_url)
+    for run in runs:
+        ingest(db, run)
+
+
+def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
+                credentials: Credentials | None, head_label: str | None = None,
+                github_url: str | None = None,
+                policy: RetryPolicy = DEFAULT_POLICY, only_if_changed: bool = False,
+                use_status: bool = False, check_name: str = "compilewatch",
+                report_url: str | None = None, comment_author: str | None = None,
+                db_url: str | None = None, dry_run: bool = False,
+                render: Renderer | None = None) -> PostReport:
+    """Validate ``outdir``, then post one sticky comment and one check (or status).
+
+    ``pr`` None: the PR is the open one whose head is ``sha`` (``head_label`` narrows it).
+    """
+    if head_label is not None and not _HEAD_LABEL.match(head_label):
+        raise UsageError(f"--head-label {head_label[:80]!r}: expected OWNER:BRANCH")
+    base, head, rendered = render_outdir(outdir, repo=repo, pr=pr, sha=sha,
+                                         report_url=report_url, render=render)
+    if dry_run:
+        return PostReport(rendered)
+    if credentials is None:
+        raise UsageError("posting needs credentials (a token or a GitHub App)")
+    ingested = False
+    if db_url:
+        _ingest(db_url, (base, head))
+        ingested = True
+    repository = open_repo(credentials, repo, base_url=github_url, policy=policy)
+    if pr is None:
+        pr = find_pull_request(repository, sha, head_label)
+        _check_target(repo, pr, sha, head)
+    comment = upsert_comment(repository, pr, rendered.body, rendered.marker,
+                             only_if_changed=only_if_changed, author=comment_author)
+    conclusion = "failure" if rendered.gating_regression else "success"
+    try:
+        check = set_check(repository, sha, check_name, conclusion, rendered.title,
+                          rendered.body, details_url=report_url or comment.url,
+                          use_status=use_status)
+    except GitHubError as e:
+        raise GitHubError(f"the comment was posted ({comment.url}) but the verdict was not: "
+                          f"{e}. Run again: the comment is edited in place, not duplicated"
+                          ) from e
+    return PostReport(rendered, comment, check, ingested)
+
+
+def post_command(*, outdir: Path, token_env: str, app_id: int | None, app_key_file: Path | None,
+                 installation_id: int | None, retries: int, retry_backoff: float, dry_run: bool,
+                 **options: Any) -> None:
+    """The CLI's ``post``: credentials from the environment, a one-line outcome per write."""
+    credentials = None if dry_run else credentials_from(
+        token_env=token_env, app_id=app_id, app_key_file=app_key_file,
+        installation_id=installation_id)
+    policy = RetryPolicy(retries=retries, backoff_s=retry_backoff)
+    report = post_outdir(outdir, credentials=credentials, policy=policy, dry_run=dry_run,
+                         **options)
+    if dry_run:
+        click.echo(report.rendered.body)
+        verdict = "failure" if report.rendered.gating_regression else "success"
+        click.echo(f"\n(dry run: nothing posted; the check would be {verdict}: "
+                   f"{report.rendered.title})", err=True)
+        return
+    assert report.comment is not None and report.check is not None
+    click.echo(f"comment {report.comment.action}: {report.comment.url}")
+    fallback = " (checks not permitted: fell back to a commit status)" \
+        if report.check.fell_back else ""
+    click.echo(f"{report.check.kind} {report.check.conclusion}{fallback}")
+    if report.ingested:
+        click.echo("runs ingested into the database")
