@@ -88,7 +88,9 @@ def main() -> None:
               help="Inductor cache root to reuse. Default: a fresh empty dir per model, so that "
                    "the cold compile is really cold.")
 @click.option("--no-warm", is_flag=True, help="Skip the warm-compile process.")
-@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None,
+              help=DB_HELP + " Default: the embedded SQLite file (see docs/storage.md).")
+@click.option("--no-db", is_flag=True, help="Do not store the run in any database.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary table.")
 @handle_errors
 def run_cmd(**kwargs: Any) -> None:

@@ -114,10 +114,11 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                 modes: tuple[str, ...], dtypes: tuple[str, ...], dynamics: tuple[str, ...],
                 out: Path, timeout_s: float, rounds: int, block_ms: float,
                 cache_dir: Path | None, no_warm: bool, db_url: str | None, quiet: bool,
+                no_db: bool = False,
                 python: str = sys.executable, repo: Path = Path("."),
                 trigger: str = "local", git: dict[str, Any] | None = None,
                 side: str | None = None) -> RunResults:
-    """Measure and write ``out``; ingest into the database when a URL is given."""
+    """Measure, write ``out`` and store the run (``db_url`` or the embedded SQLite default)."""
     if rounds < 1 or block_ms <= 0 or timeout_s <= 0:
         raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
     sources = suite_sources(suites, repo)
@@ -141,10 +142,14 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                              block_ms=block_ms, trigger=trigger, side=side),
         results=model_results)
     save_results(results, out)
-    if db_url:
+    if not no_db:
         from compilewatch.db import connect, ingest
 
-        ingest(connect(db_url), results)
+        db = connect(db_url)
+        try:
+            ingest(db, results)
+        finally:
+            db.close()
     if not quiet:
         console.print(summary_table(results))
         console.print(f"results: {out}")

@@ -71,7 +71,7 @@ class Outcome:
 
 def _tail(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace").replace("\x00", "")
     except OSError:
         return ""
     return text if len(text) <= LOG_TAIL else "..." + text[-LOG_TAIL:]

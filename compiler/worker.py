@@ -33,6 +33,8 @@ class Failure(Exception):
 
 
 def tail(text: str, limit: int = ERROR_TAIL) -> str:
+    """The end of an error text, without NULs (databases refuse them in text columns)."""
+    text = text.replace("\x00", "")
     return text if len(text) <= limit else "..." + text[-limit:]
 
 

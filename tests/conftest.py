@@ -18,3 +18,12 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def harness_suite() -> str:
     return str(DATA / "suites" / "harness_suite.py")
+
+
+@pytest.fixture(autouse=True)
+def _no_home_database(tmp_path_factory: pytest.TempPathFactory,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that forgets to choose a database must not write into the user's own one."""
+    db = tmp_path_factory.getbasetemp() / "default-compilewatch.db"
+    monkeypatch.setenv("COMPILEWATCH_DB", f"sqlite:///{db}")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.getbasetemp() / "xdg"))

@@ -28,9 +28,14 @@ def test_cli_run_records_breaks_recompiles_and_warm_cache_hits(harness_suite, tm
     proc = subprocess.run(
         [sys.executable, "-m", "compilewatch.bot.cli", "run", "--suite", harness_suite,
          "--model", "breaks", "--model", "branchy", "--rounds", "3", "--block-ms", "2",
-         "--out", str(out)], capture_output=True, text=True, timeout=600)
+         "--out", str(out), "--db", f"sqlite:///{tmp_path / 'cw.db'}"],
+        capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = load_results(out).by_ident()
+    run = load_results(out)
+    from compilewatch.db import connect, load_run
+
+    assert load_run(connect(f"sqlite:///{tmp_path / 'cw.db'}"), run.run_id) == run
+    results = run.by_ident()
     brk = results[("harness", "breaks", "cpu-default-float32-auto")]
     assert brk.status is Status.PASS, brk.error
     assert brk.graph_breaks and "item()" in brk.graph_breaks[0].reason

@@ -10,6 +10,8 @@ from compilewatch.suites import model
 SUITE_NAME = "harness"
 # The sweep model's first shape; tests change it to see which key component moves.
 FIRST_ROWS = int(os.environ.get("CW_TEST_ROWS", "8"))
+# Set to add a graph break to ``branchy`` (the "PR" side of the end-to-end compare test).
+ADD_BREAK = os.environ.get("CW_TEST_BREAK") == "1"
 
 
 @model("breaks")
@@ -29,6 +31,8 @@ def _sweep():
 @model("branchy", sweep=_sweep)
 def branchy():
     def fn(x):
+        if ADD_BREAK:
+            x = x * x.mean().item()
         if x.shape[0] > 4:
             return torch.sigmoid(x) * 2
         return torch.tanh(x) - 1
