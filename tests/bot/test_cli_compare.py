@@ -75,9 +75,3 @@ def test_baseline_update_then_compare_uses_it(sides, tmp_path):
         "suite,model,config,accuracy,graph_breaks,recompiles\nmicro,m,*,pass,0,0\n")
     assert _run("compare", str(base), str(head), "--repo", str(tmp_path),
                 "--fail-on-regression").exit_code == 0
-
-
-@pytest.mark.parametrize("cmd", [["compare"], ["baseline"], ["baseline", "update"]])
-def test_help_has_an_example(cmd):
-    r = _run(*cmd, "--help")
-    assert r.exit_code == 0 and "Example" in r.output
