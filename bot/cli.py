@@ -255,6 +255,59 @@ def baseline_update_cmd(**kwargs: Any) -> None:
     baseline_update_command(**kwargs)
 
 
+@main.command("pr")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="The git checkout holding both refs.")
+@click.option("--base", default=None,
+              help="Base branch/ref; measured at its merge-base with --head. With --pr: "
+                   "default origin/HEAD.")
+@click.option("--head", default=None, help="Head ref of the change (instead of --pr).")
+@click.option("--pr", type=click.IntRange(min=1), default=None,
+              help="Pull request number: refs/pull/N/head is fetched from origin into "
+                   "refs/compilewatch/pr/N unless already there.")
+@click.option("--suite", "suites", multiple=True,
+              help="Suite (name, module, or a .py file relative to the repository root). "
+                   "Repeatable. Default: each side's own [tool.compilewatch] suites.")
+@click.option("--model", "models", multiple=True,
+              help="Only these models (exact names or shell globs). Repeatable.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Device to compile for.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("compilewatch-out"), show_default=True,
+              help="Output directory: base.json, head.json, comparison.json, comment.md, "
+                   "report.html.")
+@click.option("--rounds", type=int, default=30, show_default=True,
+              help="Interleaved eager/compiled timing rounds per model.")
+@click.option("--block-ms", type=float, default=20.0, show_default=True,
+              help="Target wall time of one timed block of back-to-back calls.")
+@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
+              help="Seconds one worker process may take before it is killed.")
+@click.option("--base-python", default=sys.executable, show_default="this interpreter",
+              help="Interpreter (torch build) for the base side.")
+@click.option("--head-python", default=sys.executable, show_default="this interpreter",
+              help="Interpreter (torch build) for the head side; with a different one, base "
+                   "and head may be the same commit.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--report-url", default=None, help="Link to the full report, used in the comment.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit 1 when a gating regression is found (after writing the output).")
+@click.option("--quiet", "-q", is_flag=True, help="No summary table.")
+@handle_errors
+def pr_cmd(**kwargs: Any) -> None:
+    """Measure a change's merge-base and head in temporary worktrees, interleaved, and compare.
+
+    Writes OUT/{base,head,comparison}.json, comment.md and report.html for `compilewatch post`.
+    Exit status: 0 ok, 1 gating regression (with --fail-on-regression), 2 bad input or ref.
+
+    \b
+    Example:
+      compilewatch pr --base main --head my-branch --out compilewatch-out
+    """
+    from compilewatch.bot.pr import pr_command
+
+    pr_command(**kwargs)
+
+
 @main.command("post")
 @click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--repo", required=True, help="OWNER/NAME of the repository to post to.")

@@ -48,11 +48,17 @@ def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path
         sys.stdout.write(text)
     else:
         write_atomic(out, text)
-    if fail_on_regression and comparison.gating_regression:
+    if fail_on_regression:
+        raise_on_gating(comparison)
+    return comparison
+
+
+def raise_on_gating(comparison: Comparison) -> None:
+    """Exit 1 for CI; called after every output is written so the report survives."""
+    if comparison.gating_regression:
         names = ", ".join(r.model for r in comparison.rows if r.gating)
         raise RegressionFound(f"{comparison.headline.gating} model(s) with a gating "
                               f"regression: {names}")
-    return comparison
 
 
 def baseline_update_command(*, results: str, repo: Path = Path("."),

@@ -110,6 +110,18 @@ def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
     return results
 
 
+def build_results(model_results: list[Any], *, env: Environment, git: dict[str, Any] | None,
+                  sources: list[str], opts: RunOptions, started: str, trigger: str = "local",
+                  side: str | None = None) -> RunResults:
+    """One place that turns measurements into a results file, for ``run`` and ``pr`` alike."""
+    return RunResults(
+        schema_version=SCHEMA_VERSION, run_id=uuid.uuid4().hex, created_at=started,
+        finished_at=now(), environment=env, git=GitInfo(**(git or {})),
+        settings=RunSettings(suites=sources, timeout_s=opts.timeout_s, rounds=opts.rounds,
+                             block_ms=opts.block_ms, trigger=trigger, side=side),
+        results=model_results)
+
+
 def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str,
                 modes: tuple[str, ...], dtypes: tuple[str, ...], dynamics: tuple[str, ...],
                 out: Path, timeout_s: float, rounds: int, block_ms: float,
@@ -135,12 +147,8 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
     model_results = measure_jobs(jobs, opts, quiet=quiet, console=console)
     if git is None and gitutil.is_repo(repo):
         git = gitutil.head_info(repo)
-    results = RunResults(
-        schema_version=SCHEMA_VERSION, run_id=uuid.uuid4().hex, created_at=started,
-        finished_at=now(), environment=env, git=GitInfo(**(git or {})),
-        settings=RunSettings(suites=sources, timeout_s=timeout_s, rounds=rounds,
-                             block_ms=block_ms, trigger=trigger, side=side),
-        results=model_results)
+    results = build_results(model_results, env=env, git=git, sources=sources, opts=opts,
+                            started=started, trigger=trigger, side=side)
     save_results(results, out)
     if not no_db:
         from compilewatch.db import connect, ingest

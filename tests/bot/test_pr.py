@@ -1,0 +1,215 @@
+"""`compilewatch pr`: real git repositories in temp dirs; one real end-to-end compile.
+
+The orchestration tests inject a fake measuring function (``pr_command(measure=...)``): what
+they check (refs, worktrees, order, cleanup) does not depend on compiling anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from compilewatch.bot.cli import main
+from compilewatch.bot.escape import md_escape
+from compilewatch.bot.pr import pr_command
+from compilewatch.bot.render import MARKER
+from compilewatch.compiler.errors import UsageError
+from compilewatch.compiler.runner import Job, RunOptions
+from compilewatch.compiler.schema import ModelResult, load_results
+from tests.factories import environment, model_result
+from tests.fakegithub import REPO, TOKEN, FakeGitHub
+
+PYPROJECT = '[project]\nname = "demo"\n\n[tool.compilewatch]\nsuites = ["models.py"]\n'
+HEADER = "import torch\n\nfrom compilewatch.suites import model\n"
+
+
+def suite_file(*names: str) -> str:
+    """A suite of trivial models (the fast tests never run them)."""
+    body = [HEADER]
+    for name in names:
+        body.append(f'\n\n@model("{name}")\ndef {name}(ctx):\n'
+                    f'    return torch.sin, (torch.randn(4),)\n')
+    return "".join(body)
+
+
+def sh(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    sh(repo, "add", "-A")
+    sh(repo, "commit", "-q", "-m", message)
+    return sh(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    r = tmp_path / "repo"
+    r.mkdir()
+    sh(r, "init", "-q", "-b", "main")
+    sh(r, "config", "user.email", "ci@example.com")
+    sh(r, "config", "user.name", "ci")
+    return r
+
+
+def worktree_list(repo: Path) -> list[str]:
+    return sh(repo, "worktree", "list").splitlines()
+
+
+class Recorder:
+    """Stands in for run_job: remembers what ran where, returns a plausible result."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+        self.fail = fail
+
+    def __call__(self, side: str, job: Job, opts: RunOptions) -> ModelResult:
+        self.calls.append((side, job.spec.name, job.suite.source))
+        if self.fail:
+            raise RuntimeError("measuring blew up")
+        return model_result(job.spec.name, suite=job.suite.name, config=job.config,
+                            seed=len(self.calls))
+
+
+def fake_pr(repo: Path, out: Path, recorder: Recorder, **kwargs: object) -> None:
+    pr_command(repo=repo, out=out, measure=recorder, environment=lambda _: environment(),
+               quiet=True, **kwargs)  # type: ignore[arg-type]
+
+
+def test_base_is_the_merge_base_and_each_side_reads_its_own_suite(repo: Path,
+                                                                  tmp_path: Path) -> None:
+    fork = commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("m1", "m2")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    head = commit(repo, {"models.py": suite_file("m1", "m2", "m3")}, "feature adds m3")
+    sh(repo, "checkout", "-q", "main")
+    commit(repo, {"models.py": suite_file("m1", "m2", "later")}, "main moves on")
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
+    base, head_run = (load_results(tmp_path / "out" / f"{s}.json") for s in ("base", "head"))
+    assert (base.git.commit, base.git.merge_base, base.git.ref) == (fork, fork, "main")
+    assert (head_run.git.commit, head_run.git.merge_base) == (head, fork)
+    assert (base.settings.side, head_run.settings.side) == ("base", "head")
+    assert base.settings.trigger == head_run.settings.trigger == "pr"
+    assert base.settings.suites == ["models.py"]
+    # main's later model is not at the merge-base; m3 exists on the head only
+    assert [m.model for m in base.results] == ["m1", "m2"]
+    assert [m.model for m in head_run.results] == ["m1", "m2", "m3"]
+    sources = {side: {src for s, _, src in rec.calls if s == side} for side in ("base", "head")}
+    assert len(sources["base"]) == len(sources["head"]) == 1
+    assert sources["base"] != sources["head"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "base.json", "comment.md", "comparison.json", "head.json", "report.html"]
+    assert len(worktree_list(repo)) == 1
+
+
+def test_jobs_alternate_sides(repo: Path, tmp_path: Path) -> None:
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a", "b", "c")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"models.py": suite_file("a", "b", "c", "d")}, "B")
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
+    assert [(side, name) for side, name, _ in rec.calls] == [
+        ("base", "a"), ("head", "a"), ("head", "b"), ("base", "b"),
+        ("base", "c"), ("head", "c"), ("head", "d")]
+
+
+def test_worktrees_are_removed_when_measuring_fails(repo: Path, tmp_path: Path) -> None:
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"models.py": suite_file("a", "b")}, "B")
+    rec = Recorder(fail=True)
+    with pytest.raises(RuntimeError, match="blew up"):
+        fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
+    worktree = Path(rec.calls[0][2]).parent
+    assert not worktree.exists() and not worktree.parent.exists()
+    assert len(worktree_list(repo)) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_ref_and_not_a_repo_exit_2_with_a_clear_message(repo: Path, tmp_path: Path) -> None:
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    runner = CliRunner()
+    bad = runner.invoke(main, ["pr", "--repo", str(repo), "--base", "main", "--head", "nope",
+                               "--out", str(tmp_path / "out")])
+    assert bad.exit_code == 2
+    assert "'nope' is not a commit, branch or tag" in bad.stderr
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    norepo = runner.invoke(main, ["pr", "--repo", str(plain), "--base", "main", "--head", "x"])
+    assert norepo.exit_code == 2 and "is not a git repository" in norepo.stderr
+    assert len(worktree_list(repo)) == 1
+
+
+def test_same_commit_needs_two_interpreters(repo: Path, tmp_path: Path) -> None:
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    with pytest.raises(UsageError, match="same commit"):
+        fake_pr(repo, tmp_path / "out", Recorder(), base="main", head="main")
+    rec = Recorder()
+    other = os.path.join(os.path.dirname(sys.executable), ".", os.path.basename(sys.executable))
+    fake_pr(repo, tmp_path / "out", rec, base="main", head="main", head_python=other)
+    assert [(side, name) for side, name, _ in rec.calls] == [("base", "a"), ("head", "a")]
+
+
+BASE_MODELS = HEADER + '''
+
+@model("breaky")
+def breaky(ctx):
+    def fn(x):
+        y = torch.relu(x) + 1
+        return y * 2
+    return fn, (torch.randn(8),)
+
+
+@model("shapey")
+def shapey(ctx):
+    def fn(x):
+        return torch.sin(x) * 2
+    return fn, (torch.randn(16),)
+'''
+
+HEAD_MODELS = BASE_MODELS.replace("        return y * 2", "        y.sum().item()\n"
+                                  "        return y * 2").replace("randn(16)", "randn(24)")
+
+
+@pytest.mark.slow
+def test_end_to_end_then_post(repo: Path, tmp_path: Path, fake_github: FakeGitHub) -> None:
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": BASE_MODELS}, "two models")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    head_sha = commit(repo, {"models.py": HEAD_MODELS}, "graph break and a new shape")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["pr", "--repo", str(repo), "--base", "main", "--head",
+                                       "feature", "--out", str(out), "--rounds", "3",
+                                       "--block-ms", "2"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "base.json", "comment.md", "comparison.json", "head.json", "report.html"]
+    assert len(worktree_list(repo)) == 1
+    rows = {r["model"]: r for r in json.loads((out / "comparison.json").read_text())["rows"]}
+    [reason] = rows["breaky"]["graph_breaks"]["new_reasons"]
+    changed = {c for ch in rows["shapey"]["cache_changes"] for c in ch["changed"]}
+    assert "example_inputs[0]" in changed
+    assert "Tensor.item()" in reason
+    # the comment collapses whitespace and shortens long reasons: look for the first line
+    first = md_escape(reason.splitlines()[0])
+    comment = (out / "comment.md").read_text()
+    assert first in comment and md_escape("example_inputs[0]") in comment
+
+    fake_github.add_pull(REPO, 7, head_sha)
+    posted = CliRunner().invoke(main, [
+        "post", str(out), "--repo", REPO, "--pr", "7", "--sha", head_sha,
+        "--github-url", fake_github.base_url, "--retries", "1", "--retry-backoff", "0.01"],
+        env={"GITHUB_TOKEN": TOKEN})
+    assert posted.exit_code == 0, posted.output
+    [body] = [c["body"] for c in fake_github.issue_comments(REPO, 7)]
+    assert first in body and body.startswith(MARKER)
+    [run] = fake_github.check_runs.values()
+    assert (run["head_sha"], run["conclusion"]) == (head_sha, "failure")
