@@ -291,6 +291,8 @@ def baseline_update_cmd(**kwargs: Any) -> None:
 @click.option("--report-url", default=None, help="Link to the full report, used in the comment.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a gating regression is found (after writing the output).")
+@click.option("--no-warm", is_flag=True,
+              help="Skip the warm-compile process on both sides (faster; no warm_s).")
 @click.option("--quiet", "-q", is_flag=True, help="No summary table.")
 @handle_errors
 def pr_cmd(**kwargs: Any) -> None:

@@ -150,7 +150,8 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
                timeout_s: float = 900.0, base_python: str = sys.executable,
                head_python: str = sys.executable, db_url: str | None = None,
                report_url: str | None = None, fail_on_regression: bool = False,
-               quiet: bool = False, measure: Measure = measure_with_run_job,
+               quiet: bool = False, no_warm: bool = False,
+               measure: Measure = measure_with_run_job,
                environment: Collect = collect_environment) -> Comparison:
     """Measure merge-base and head interleaved, write the five output files, compare.
 
@@ -166,7 +167,7 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
                          "different --base-python and --head-python to compare interpreters")
     pythons: dict[SideName, str] = {"base": base_python, "head": head_python}
     opts = {s: RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
-                          python=pythons[s]) for s in SIDES}
+                          python=pythons[s], warm=not no_warm) for s in SIDES}
     started = now()
     with worktrees(repo, {"base": refs.base, "head": refs.head}) as trees:
         plans = {s: plan_side(side_sources(suites, trees[s]), device=device, models=models)
