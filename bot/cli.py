@@ -255,6 +255,34 @@ def baseline_update_cmd(**kwargs: Any) -> None:
     baseline_update_command(**kwargs)
 
 
+@main.command("trends")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory to write the dashboard into (index.html, charts, model pages).")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--suite", default=None, help="Only this suite. Default: every suite.")
+@click.option("--ref", default="main", show_default=True,
+              help="Only runs of this branch; '*' for every branch.")
+@click.option("--trigger", default="nightly", show_default=True,
+              help="Only runs with this trigger (nightly, pr, manual...); '*' for all.")
+@click.option("--since", type=click.DateTime(), default=None,
+              help="Only runs started on or after this date (UTC), e.g. 2026-01-31.")
+@handle_errors
+def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
+    """Draw the trend of every metric per suite and model, with its steps, as a static site.
+
+    Charts (PNG and SVG) of geomean speedup, cold and warm compile time, graph breaks,
+    recompiles and pass rate; change points are detected and marked (docs/trends.md).
+
+    \b
+    Example:
+      compilewatch trends --out site/ --db postgresql://ci@db.internal/compilewatch
+    """
+    from compilewatch.bot.dashboard import trends_command
+
+    trends_command(ref=None if ref == "*" else ref, trigger=None if trigger == "*" else trigger,
+                   **kwargs)
+
+
 @main.command("post")
 @click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--repo", required=True, help="OWNER/NAME of the repository to post to.")
