@@ -212,6 +212,9 @@ def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
               show_default=True, help="Repository whose [tool.compilewatch] and baseline apply.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
 @click.option("--report-url", default=None, help="Link to the full report, used in the comment.")
+@click.option("--trends-url", default=None,
+              help="Base URL of the `compilewatch trends` site; the comment links each model's "
+                   "trend page there.")
 @handle_errors
 def compare_cmd(**kwargs: Any) -> None:
     """Compare BASE and HEAD (results files or run ids) and render verdicts per model.

@@ -104,3 +104,15 @@ def test_pr_comment_links_the_model_page(tmp_path: Path) -> None:
     md = render_markdown(SCENARIOS["regression"](),
                          trend_url=trend_url_template("https://o.github.io/r/"))
     assert f"[trend](<https://o.github.io/r/models/micro/resnet18/{SLUG}.html>)" in md
+
+
+def test_compare_links_trends_with_trends_url(tmp_path: Path) -> None:
+    from tests.factories import model_result, run_results
+
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(run_results([model_result("mlp")]).model_dump_json())
+    head.write_text(run_results([model_result("mlp", cold_s=30.0)]).model_dump_json())
+    res = CliRunner().invoke(main, ["compare", str(base), str(head), "--repo", str(tmp_path),
+                                    "--trends-url", "https://o.github.io/r"])
+    assert res.exit_code == 0, res.output
+    assert f"(<https://o.github.io/r/models/micro/mlp/{SLUG}.html>)" in res.output
