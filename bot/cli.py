@@ -212,6 +212,9 @@ def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
               show_default=True, help="Repository whose [tool.compilewatch] and baseline apply.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
 @click.option("--report-url", default=None, help="Link to the full report, used in the comment.")
+@click.option("--trends-url", default=None,
+              help="Base URL of the `compilewatch trends` site; the comment links each model's "
+                   "trend page there.")
 @handle_errors
 def compare_cmd(**kwargs: Any) -> None:
     """Compare BASE and HEAD (results files or run ids) and render verdicts per model.
@@ -308,6 +311,34 @@ def pr_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.pr import pr_command
 
     pr_command(**kwargs)
+
+
+@main.command("trends")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory to write the dashboard into (index.html, charts, model pages).")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--suite", default=None, help="Only this suite. Default: every suite.")
+@click.option("--ref", default="main", show_default=True,
+              help="Only runs of this branch; '*' for every branch.")
+@click.option("--trigger", default="nightly", show_default=True,
+              help="Only runs with this trigger (nightly, pr, manual...); '*' for all.")
+@click.option("--since", type=click.DateTime(), default=None,
+              help="Only runs started on or after this date (UTC), e.g. 2026-01-31.")
+@handle_errors
+def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
+    """Draw the trend of every metric per suite and model, with its steps, as a static site.
+
+    Charts (PNG and SVG) of geomean speedup, cold and warm compile time, graph breaks,
+    recompiles and pass rate; change points are detected and marked (docs/trends.md).
+
+    \b
+    Example:
+      compilewatch trends --out site/ --db postgresql://ci@db.internal/compilewatch
+    """
+    from compilewatch.bot.dashboard import trends_command
+
+    trends_command(ref=None if ref == "*" else ref, trigger=None if trigger == "*" else trigger,
+                   **kwargs)
 
 
 @main.command("post")

@@ -18,7 +18,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from compilewatch.bot import view
+from compilewatch.bot import sitemap, view
 from compilewatch.bot.comparison import Comparison
 from compilewatch.bot.escape import md_code, md_escape, shorten
 from compilewatch.compiler.errors import UsageError
@@ -70,12 +70,20 @@ def check_url(url: str, what: str) -> str:
     return url
 
 
-def _trend_link(trend_url: TrendUrl) -> Callable[[str], Markup | None]:
-    def link(model: str) -> Markup | None:
+def _trend_link(trend_url: TrendUrl) -> Callable[..., Markup | None]:
+    """A template with ``{suite}`` or ``{config}`` is the dashboard's scheme (bot/sitemap.py:
+    ``trend_url_template``) and gets its path parts; otherwise ``{model}`` is URL-quoted."""
+
+    def link(model: str, suite: str = "", config: str = "") -> Markup | None:
         if trend_url is None:
             return None
         name = quote(model, safe="")
-        url = trend_url(name) if callable(trend_url) else trend_url.replace("{model}", name)
+        if callable(trend_url):
+            url = trend_url(name)
+        elif "{suite}" in trend_url or "{config}" in trend_url:
+            url = sitemap.fill(trend_url, suite=suite, model=model, config=config)
+        else:
+            url = trend_url.replace("{model}", name)
         return Markup(f"[trend](<{check_url(url, 'trend URL')}>)")
 
     return link

@@ -17,11 +17,14 @@ from compilewatch.compiler.schema import write_atomic
 Format = Literal["markdown", "html", "json", "table"]
 
 
-def render(comparison: Comparison, fmt: Format, report_url: str | None = None) -> str:
+def render(comparison: Comparison, fmt: Format, report_url: str | None = None,
+           trends_url: str | None = None) -> str:
     from compilewatch.bot import render as r
+    from compilewatch.bot.sitemap import trend_url_template
 
     if fmt == "markdown":
-        return r.render_markdown(comparison, report_url=report_url)
+        trend = trend_url_template(trends_url) if trends_url else None
+        return r.render_markdown(comparison, report_url=report_url, trend_url=trend)
     if fmt == "html":
         return r.render_html(comparison)
     if fmt == "json":
@@ -33,7 +36,8 @@ def render(comparison: Comparison, fmt: Format, report_url: str | None = None) -
 
 def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path | None = None,
                     fail_on_regression: bool = False, repo: Path = Path("."),
-                    db_url: str | None = None, report_url: str | None = None) -> Comparison:
+                    db_url: str | None = None, report_url: str | None = None,
+                    trends_url: str | None = None) -> Comparison:
     """Compare two sides with the repository's thresholds and baseline; write the rendering.
 
     The output is written before a gating regression is raised, so CI keeps the report.
@@ -43,7 +47,7 @@ def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path
     baseline = load_baseline(project.baseline_path)
     comparison = compare(load_side(base, db_url), load_side(head, db_url), thresholds=policy,
                          baseline=baseline)
-    text = render(comparison, fmt, report_url)
+    text = render(comparison, fmt, report_url, trends_url)
     if out is None:
         sys.stdout.write(text)
     else:

@@ -233,3 +233,44 @@ def suite_history(db: Database, *, suite: str, config_slug: str | None = None,
     return [SuitePoint(time=t, commit=c, run_id=rid, n=len(st),
                        pass_rate=st.count("pass") / len(st), geomean_speedup=geomean(sp))
             for (t, c, rid), st, sp in per_run.values()]
+
+
+@dataclass(frozen=True)
+class ResultPoint:
+    """One stored result with every metric of ``METRICS`` (None where not measured)."""
+
+    time: datetime
+    commit: str | None
+    run_id: str
+    suite: str
+    model: str
+    config_slug: str
+    status: str
+    metrics: dict[str, float | None]
+
+
+def results_history(db: Database, *, suite: str | None = None, ref: str | None = None,
+                    trigger: str | None = "nightly",
+                    since: datetime | None = None) -> list[ResultPoint]:
+    """Every result of the matching runs, all metrics at once, oldest run first.
+
+    Trends draw every model and metric; one query instead of one per (model, metric) keeps a
+    dashboard of hundreds of models to a single round trip.
+    """
+    names = list(METRICS)
+    stmt = (select(R.c.started_at, R.c.commit, R.c.run_id, MR.c.suite, MR.c.model,
+                   MR.c.config_slug, MR.c.status, *METRICS.values())
+            .join(R, R.c.id == MR.c.run_pk)
+            .order_by(R.c.started_at, R.c.id, MR.c.suite, MR.c.model, MR.c.config_slug))
+    for col, want in ((MR.c.suite, suite), (R.c.ref, ref), (R.c.trigger, trigger)):
+        if want is not None:
+            stmt = stmt.where(col == want)
+    if since is not None:
+        stmt = stmt.where(R.c.started_at >= since)
+    with db.read() as conn:
+        rows = conn.execute(stmt).all()
+    return [ResultPoint(time=r[0], commit=r[1], run_id=r[2], suite=r[3], model=r[4],
+                        config_slug=r[5], status=r[6],
+                        metrics={n: None if v is None else float(v)
+                                 for n, v in zip(names, r[7:], strict=True)})
+            for r in rows]

@@ -151,3 +151,26 @@ def run_results(results: list[ModelResult] | None = None, *, commit: str | None 
         settings=RunSettings(suites=["micro"], timeout_s=600, rounds=30, block_ms=10),
         results=results if results is not None else [model_result()],
     )
+
+
+NIGHT_COMMITS = [f"{i:02d}" + hashlib.sha1(str(i).encode()).hexdigest()[2:] for i in range(100)]
+
+
+def nightly_history(nights: int = 24, *, models: tuple[str, ...] = ("mlp", "convnet"),
+                    step: tuple[str, int, dict[str, float]] | None = None, suite: str = "micro",
+                    ref: str = "main") -> list[RunResults]:
+    """One nightly run per day with realistic noise; ``step=(model, night, overrides)`` changes
+    that model's ``model_result`` arguments from that night on (e.g. ``{"cold_s": 15.0}``)."""
+    runs = []
+    for night in range(nights):
+        results = []
+        for model in models:
+            kw: dict[str, Any] = {"cold_s": 10.0, "compiled_us": 50.0}
+            if step and step[0] == model and night >= step[1]:
+                kw.update(step[2])
+            results.append(model_result(model, suite=suite, seed=night, **kw))
+        run = run_results(results, commit=NIGHT_COMMITS[night], ref=ref,
+                          created_at=f"2026-10-{night + 1:02d}T03:17:00+00:00")
+        run.settings.trigger = "nightly"
+        runs.append(run)
+    return runs

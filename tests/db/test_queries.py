@@ -130,3 +130,19 @@ def test_timing_samples_come_back_in_order(db: Database) -> None:
     args = {"run_id": run.run_id, "model": "mlp", "suite": "micro", "config_slug": r.config.slug}
     assert timing_samples(db, **args) == r.latency.compiled_us
     assert timing_samples(db, **args, side="eager") == r.latency.eager_us
+
+
+def test_results_history_has_every_metric_of_every_result(history: Database) -> None:
+    from compilewatch.db import results_history
+
+    rows = results_history(history, suite="micro", ref="main")
+    assert [(r.time.day, r.model) for r in rows] == [
+        (1, "convnet"), (1, "mlp"), (2, "convnet"), (2, "mlp"), (3, "convnet"), (3, "mlp"),
+        (5, "mlp")]
+    mlp2 = rows[3]
+    assert mlp2.commit == C2 and mlp2.status == "pass" and mlp2.metrics["graph_breaks"] == 2.0
+    assert 54 < (mlp2.metrics["compiled_median_us"] or 0) < 66
+    assert rows[-1].status == "error" and rows[-1].metrics["speedup"] is None
+    assert len(results_history(history, trigger=None)) == 10
+    assert [r.time.day for r in results_history(history, ref="main",
+                                                since=datetime(2026, 11, 3))] == [3, 3, 5]

@@ -1,0 +1,47 @@
+"""Where each trend lives in the dashboard: the one stable URL scheme (docs/trends.md).
+
+    index.html                                  every suite, a table of every model
+    suites/<suite>.png|.svg                     a suite's charts
+    models/<suite>/<model>/<config>.html        one model in one config, .png and .svg beside it
+    trends.json                                 the series and their steps, as data
+
+Names come from results files (untrusted): each path part is kept as is when it is a plain name
+(letters, digits, ``._-``, not starting with a dot) and otherwise made one, with a short hash of
+the real name so that two different names never share a page. Plain parts need no URL quoting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+
+
+def path_part(name: str) -> str:
+    """A file-system and URL safe stand-in for ``name``; the identity for plain names."""
+    if _PLAIN.match(name):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", name)[:60].strip("_") or "x"
+    return f"{stem}-{digest}"
+
+
+def suite_chart(suite: str) -> str:
+    return f"suites/{path_part(suite)}"
+
+
+def model_page(suite: str, model: str, config: str) -> str:
+    """Path of a model's page, relative to the site root (charts: same stem, .png and .svg)."""
+    return f"models/{path_part(suite)}/{path_part(model)}/{path_part(config)}.html"
+
+
+def trend_url_template(base_url: str) -> str:
+    """The ``trend_url`` for ``render_markdown``: ``{suite}``, ``{model}``, ``{config}`` are
+    filled with ``path_part`` of the row's names, so the link is the page ``trends`` wrote."""
+    return base_url.rstrip("/") + "/models/{suite}/{model}/{config}.html"
+
+
+def fill(template: str, *, suite: str, model: str, config: str) -> str:
+    return (template.replace("{suite}", path_part(suite)).replace("{model}", path_part(model))
+            .replace("{config}", path_part(config)))

@@ -1,0 +1,118 @@
+"""`compilewatch trends` on a synthetic nightly history with one injected step."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import update
+
+from compilewatch.bot.cli import main
+from compilewatch.bot.render import render_markdown
+from compilewatch.bot.sitemap import model_page, path_part, trend_url_template
+from compilewatch.bot.trends import load_trends
+from compilewatch.compiler.schema import Config
+from compilewatch.db import connect, ingest
+from compilewatch.db.models import ModelResultRow
+from tests.factories import NIGHT_COMMITS, nightly_history
+
+STEP_NIGHT = 15
+# The results schema refuses such names on ingest; a database is still not trusted to hold
+# only validated rows (older versions, hand edits), so the test writes one directly.
+HOSTILE = '<img src=x onerror=alert(1)>/../"evil"'
+SLUG = Config().slug
+MR = ModelResultRow.__table__
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with connect(url) as db:
+        # mlp's cold compile gets 50 % slower from night 15 on; everything else is flat noise
+        for run in nightly_history(models=("mlp", "convnet", "evil"),
+                                   step=("mlp", STEP_NIGHT, {"cold_s": 15.0})):
+            ingest(db, run)
+        with db.write() as conn:
+            conn.execute(update(MR).where(MR.c.model == "evil").values(model=HOSTILE))
+        ingest(db, nightly_history(3, ref="release")[0])  # not main: left out
+    return url
+
+
+def test_load_trends_finds_the_step_at_its_night(db_url: str) -> None:
+    with connect(db_url) as db:
+        (suite,) = load_trends(db).suites
+    assert suite.suite == "micro" and suite.nights == 24
+    by_model = {m.model: m for m in suite.models}
+    steps = [(ser.metric, st.night, st.commit) for ser, st in by_model["mlp"].steps]
+    assert steps == [("cold_s", STEP_NIGHT, NIGHT_COMMITS[STEP_NIGHT])]
+    assert by_model["convnet"].steps == [] and by_model[HOSTILE].steps == []
+    (cold,) = [s for s in suite.series if s.metric == "cold_s"]  # the suite geomean steps too
+    assert [st.night for st in cold.steps] == [STEP_NIGHT]
+    assert {s.metric: s.latest for s in suite.series}["pass_rate"] == 1.0
+
+
+def test_trends_command_writes_charts_pages_and_data(db_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    res = CliRunner().invoke(main, ["trends", "--out", str(out), "--db", db_url])
+    assert res.exit_code == 0, res.output
+    index = (out / "index.html").read_text()
+    for stem in ["suites/micro", model_page("micro", "mlp", SLUG).removesuffix(".html")]:
+        assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "<svg" in (out / f"{stem}.svg").read_text()
+    day = f"2026-10-{STEP_NIGHT + 1:02d}"
+    assert re.search(r"cold_s \+(4[4-9]|5[0-6])\.\d%", index)  # +50 % injected
+    assert day in index and NIGHT_COMMITS[STEP_NIGHT][:10] in index
+    mlp_page = (out / model_page("micro", "mlp", SLUG)).read_text()
+    assert NIGHT_COMMITS[STEP_NIGHT] in mlp_page and day in mlp_page
+    assert f'href="{model_page("micro", "mlp", SLUG)}"' in index
+    assert NIGHT_COMMITS[STEP_NIGHT][:8] in (out / "suites/micro.svg").read_text()  # drawn
+    data = json.loads((out / "trends.json").read_text())
+    mlp = next(m for m in data["suites"][0]["models"] if m["model"] == "mlp")
+    cold = next(s for s in mlp["series"] if s["metric"] == "cold_s")
+    assert [(st["night"], st["commit"]) for st in cold["steps"]] == [
+        (STEP_NIGHT, NIGHT_COMMITS[STEP_NIGHT])]
+    assert cold["steps"][0]["time"].startswith(day)
+
+
+def test_hostile_model_names_are_escaped_and_kept_inside_the_site(db_url: str,
+                                                                 tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    assert CliRunner().invoke(main, ["trends", "--out", str(out), "--db", db_url]).exit_code == 0
+    index = (out / "index.html").read_text()
+    assert "<img src=x" not in index and "&lt;img src=x onerror=alert(1)&gt;" in index
+    page = out / model_page("micro", HOSTILE, SLUG)
+    assert page.is_file() and page.resolve().is_relative_to(out.resolve())
+    assert "/../" not in path_part(HOSTILE) and "<" not in path_part(HOSTILE)
+    assert "<img src=x" not in page.read_text()
+    assert {p.name for p in tmp_path.iterdir()} <= {"runs.db", "runs.db.lock", "site"}
+
+
+def test_nothing_to_draw_is_an_empty_dashboard(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    res = CliRunner().invoke(main, ["trends", "--out", str(out), "--db",
+                                    f"sqlite:///{tmp_path / 'empty.db'}", "--suite", "hf"])
+    assert res.exit_code == 0, res.output
+    assert "nothing to draw yet" in (out / "index.html").read_text()
+
+
+def test_pr_comment_links_the_model_page(tmp_path: Path) -> None:
+    from tests.bot.test_render import SCENARIOS
+
+    md = render_markdown(SCENARIOS["regression"](),
+                         trend_url=trend_url_template("https://o.github.io/r/"))
+    assert f"[trend](<https://o.github.io/r/models/micro/resnet18/{SLUG}.html>)" in md
+
+
+def test_compare_links_trends_with_trends_url(tmp_path: Path) -> None:
+    from tests.factories import model_result, run_results
+
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(run_results([model_result("mlp")]).model_dump_json())
+    head.write_text(run_results([model_result("mlp", cold_s=30.0)]).model_dump_json())
+    res = CliRunner().invoke(main, ["compare", str(base), str(head), "--repo", str(tmp_path),
+                                    "--trends-url", "https://o.github.io/r"])
+    assert res.exit_code == 0, res.output
+    assert f"(<https://o.github.io/r/models/micro/mlp/{SLUG}.html>)" in res.output
