@@ -205,6 +205,21 @@ def _warm_start(spec: dict[str, Any], artifact: Path, opts: RunOptions, workdir:
     return spawn_worker(spec, worker_env(cache_dir, opts), opts, workdir, on_phase)
 
 
+def verify_artifact(job: Job, artifact: Path, opts: RunOptions,
+                    on_phase: PhaseCallback = lambda _: None) -> tuple[Outcome, str | None]:
+    """Load ``artifact`` for ``job`` in a fresh process; the outcome and why it is refused."""
+    with tempfile.TemporaryDirectory(prefix="compilewatch-verify-") as tmp:
+        start = _warm_start(_spec(job, opts), artifact, opts, Path(tmp), on_phase)
+    return start, artifacts.judge(start.ok, start.data, start.error)
+
+
+def _spec(job: Job, opts: RunOptions) -> dict[str, Any]:
+    return {"suite": job.suite.source, "model": job.spec.name,
+            "config": job.config.model_dump(), "rounds": opts.rounds,
+            "block_ms": opts.block_ms, "measure": opts.measure,
+            "large": opts.large if opts.large is not None else job.config.device == "cuda"}
+
+
 def _published_start(job: Job, spec: dict[str, Any], opts: RunOptions, workdir: Path,
                      on_phase: PhaseCallback, notes: list[str]) -> Outcome | None:
     """Warm start from a published artifact; a refused one is a note and the run stays cold."""
@@ -248,10 +263,7 @@ def run_job_full(job: Job, opts: RunOptions,
         was_empty = not cache_dir.exists() or not any(cache_dir.iterdir())
         cache_dir.mkdir(parents=True, exist_ok=True)
         env = worker_env(cache_dir, opts)
-        spec = {"suite": job.suite.source, "model": job.spec.name,
-                "config": job.config.model_dump(), "rounds": opts.rounds,
-                "block_ms": opts.block_ms, "measure": opts.measure,
-                "large": opts.large if opts.large is not None else job.config.device == "cuda"}
+        spec = _spec(job, opts)
         save = {"save_artifact": str(saved)} if saved else {}
         cold = spawn_worker({**spec, "phase": "cold", **save}, env, opts, workdir, on_phase)
         warm = start = None
