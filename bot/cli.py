@@ -92,6 +92,14 @@ def main() -> None:
               help=DB_HELP + " Default: the embedded SQLite file (see docs/storage.md).")
 @click.option("--no-db", is_flag=True, help="Do not store the run in any database.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary table.")
+@click.option("--warm-cache", default=None, metavar="DIR|release",
+              help="Also time a warm-start compile: load the newest verified cache artifact for "
+                   "this environment from DIR (a `compilewatch nightly` publish dir) or from the "
+                   "newest nightly release of --warm-cache-repo. A refused artifact is noted in "
+                   "the result and the run goes on cold.")
+@click.option("--warm-cache-repo", default=None, help="OWNER/NAME for --warm-cache release.")
+@click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+              help="Environment variable holding the token for --warm-cache release.")
 @handle_errors
 def run_cmd(**kwargs: Any) -> None:
     """Measure suites through Dynamo -> AOTAutograd -> Inductor and write a results file.
@@ -107,6 +115,58 @@ def run_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.run import run_command
 
     run_command(**kwargs)
+
+
+@main.command("nightly")
+@click.option("--suite", "suites", multiple=True,
+              help="Suite to run (as for run). Repeatable. Default: the repository's suites.")
+@click.option("--model", "models", multiple=True, help="Only these models. Repeatable.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Device to compile for.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("nightly"), show_default=True,
+              help="Output folder: results.json and artifacts/ (manifest.json, *.megacache).")
+@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
+              help="Seconds one worker process may take.")
+@click.option("--rounds", type=int, default=30, show_default=True,
+              help="Interleaved eager/compiled timing rounds per model.")
+@click.option("--block-ms", type=float, default=20.0, show_default=True,
+              help="Target wall time of one timed block.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--no-db", is_flag=True, help="Do not store the run or the artifacts.")
+@click.option("--publish-only", is_flag=True,
+              help="Measure nothing: publish the verified artifacts already in --out.")
+@click.option("--publish-dir", "publish_to", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Copy the verified artifacts and manifest to DIR/TAG/.")
+@click.option("--publish-release", "publish_to_release", is_flag=True,
+              help="Upload the verified artifacts and manifest to release TAG of --repo.")
+@click.option("--repo", default=None, help="OWNER/NAME for --publish-release.")
+@click.option("--tag", default=None, help="Release tag / folder. Default: PREFIX + UTC date.")
+@click.option("--tag-prefix", default="nightly-", show_default=True,
+              help="Prefix of nightly tags (pruning only touches these).")
+@click.option("--keep-last", type=click.IntRange(min=1), default=None,
+              help="Keep only the newest N nightly releases.")
+@click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+              help="Environment variable holding the token (never pass a token as an argument).")
+@click.option("--github-url", envvar="GITHUB_API_URL", default=None,
+              help="API base URL (GitHub Enterprise). Env: GITHUB_API_URL.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@handle_errors
+def nightly_cmd(**kwargs: Any) -> None:
+    """Measure the suites and build, verify and publish the portable compile-cache artifacts.
+
+    Each (model, config)'s cold compile saves torch.compiler.save_cache_artifacts(); a fresh
+    process with an empty cache dir loads it and must hit the cache (no FX misses) and match
+    eager within the model's tolerance. Only verified artifacts are published; the others are
+    listed with the reason.
+
+    \b
+    Example:
+      compilewatch nightly --suite micro --out nightly/ --publish-dir /srv/compile-cache
+    """
+    from compilewatch.bot.nightly import nightly_command
+
+    nightly_command(**kwargs)
 
 
 @main.command("suites")

@@ -12,6 +12,7 @@ import itertools
 import json
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -96,6 +97,8 @@ def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
                  console: Console | None = None) -> list[Any]:
     """Run every job with a progress bar showing the model and its phase."""
     console = console or Console(stderr=True)
+    if not console.is_terminal:
+        console.width = 180  # logs and CI: do not squeeze the summary table to 80 columns
     results = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("{task.fields[phase]}"))
@@ -129,7 +132,9 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                 no_db: bool = False,
                 python: str = sys.executable, repo: Path = Path("."),
                 trigger: str = "local", git: dict[str, Any] | None = None,
-                side: str | None = None) -> RunResults:
+                side: str | None = None, warm_cache: str | None = None,
+                warm_cache_repo: str | None = None,
+                token_env: str = "GITHUB_TOKEN") -> RunResults:
     """Measure, write ``out`` and store the run (``db_url`` or the embedded SQLite default)."""
     if rounds < 1 or block_ms <= 0 or timeout_s <= 0:
         raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
@@ -139,12 +144,17 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                      dynamics=dynamics)
     started = now()
     env = collect_environment(python)
-    opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s, warm=not no_warm,
-                      cache_root=cache_dir, python=python)
     console = Console(stderr=True)
-    if not console.is_terminal:
-        console.width = 180  # logs and CI: do not squeeze the summary table to 80 columns
-    model_results = measure_jobs(jobs, opts, quiet=quiet, console=console)
+    with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
+        wc = None
+        if warm_cache:
+            from compilewatch.bot.nightly import resolve_warm_cache
+
+            wc = resolve_warm_cache(warm_cache, env, dest=Path(dl), repo=warm_cache_repo,
+                                    token_env=token_env)
+        opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
+                          warm=not no_warm, cache_root=cache_dir, python=python, warm_cache=wc)
+        model_results = measure_jobs(jobs, opts, quiet=quiet, console=console)
     if git is None and gitutil.is_repo(repo):
         git = gitutil.head_info(repo)
     results = build_results(model_results, env=env, git=git, sources=sources, opts=opts,

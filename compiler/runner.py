@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compilewatch.compiler import timing
-from compilewatch.compiler.errors import CompilewatchError
+from compilewatch.compiler import artifacts, timing
+from compilewatch.compiler.errors import CacheArtifactError, CompilewatchError
 from compilewatch.compiler.schema import (
     STATUS_OF,
     Category,
@@ -39,6 +39,15 @@ PhaseCallback = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class WarmCache:
+    """Where to look for published cache artifacts, and the environment they must match."""
+
+    root: Path
+    fingerprint: str
+    torch_version: str
+
+
+@dataclass(frozen=True)
 class RunOptions:
     """How to measure; one object handed down instead of loose flags."""
 
@@ -51,6 +60,8 @@ class RunOptions:
     python: str = sys.executable
     large: bool | None = None  # default: large sizes on cuda
     extra_env: dict[str, str] = field(default_factory=dict)
+    artifact_dir: Path | None = None  # save each cold compile's cache artifact here, verify it
+    warm_cache: WarmCache | None = None  # load a published artifact for a warm-start compile
 
 
 @dataclass(frozen=True)
@@ -169,13 +180,80 @@ def _precheck(job: Job, opts: RunOptions) -> tuple[Category, str] | None:
     return None
 
 
+@dataclass(frozen=True)
+class JobRun:
+    """A job's result, plus the cache artifact its cold compile saved and the verdict on it."""
+
+    result: ModelResult
+    artifact: Path | None = None
+    artifact_info: dict[str, Any] = field(default_factory=dict)
+    rejected: str | None = None  # why the artifact may not be published; None: verified
+
+
 def run_job(job: Job, opts: RunOptions, on_phase: PhaseCallback = lambda _: None) -> ModelResult:
     """Measure one (model, config): cold process, then warm process on the same cache dir."""
+    return run_job_full(job, opts, on_phase).result
+
+
+def _warm_start(spec: dict[str, Any], artifact: Path, opts: RunOptions, workdir: Path,
+                on_phase: PhaseCallback) -> Outcome:
+    """A fresh process on an empty cache dir that loads ``artifact`` before compiling."""
+    cache_dir = workdir / "warm-start-cache"
+    cache_dir.mkdir()
+    spec = {**spec, "phase": "warm_start", "measure": False, "accuracy": True,
+            "load_artifact": str(artifact)}
+    return spawn_worker(spec, worker_env(cache_dir, opts), opts, workdir, on_phase)
+
+
+def verify_artifact(job: Job, artifact: Path, opts: RunOptions,
+                    on_phase: PhaseCallback = lambda _: None) -> tuple[Outcome, str | None]:
+    """Load ``artifact`` for ``job`` in a fresh process; the outcome and why it is refused."""
+    with tempfile.TemporaryDirectory(prefix="compilewatch-verify-") as tmp:
+        start = _warm_start(_spec(job, opts), artifact, opts, Path(tmp), on_phase)
+    return start, artifacts.judge(start.ok, start.data, start.error)
+
+
+def _spec(job: Job, opts: RunOptions) -> dict[str, Any]:
+    return {"suite": job.suite.source, "model": job.spec.name,
+            "config": job.config.model_dump(), "rounds": opts.rounds,
+            "block_ms": opts.block_ms, "measure": opts.measure,
+            "large": opts.large if opts.large is not None else job.config.device == "cuda"}
+
+
+def _published_start(job: Job, spec: dict[str, Any], opts: RunOptions, workdir: Path,
+                     on_phase: PhaseCallback, notes: list[str]) -> Outcome | None:
+    """Warm start from a published artifact; a refused one is a note and the run stays cold."""
+    wc = opts.warm_cache
+    assert wc is not None
+    try:
+        path = artifacts.select(wc.root, suite=job.suite.name, model=job.spec.name,
+                                slug=job.config.slug, fingerprint=wc.fingerprint,
+                                torch_version=wc.torch_version)
+    except CacheArtifactError as e:
+        notes.append(f"warm cache refused: {e}")
+        return None
+    start = _warm_start(spec, path, opts, workdir, on_phase)
+    problem = artifacts.judge(start.ok, start.data, start.error)
+    if problem:
+        notes.append(f"warm start from {path.name}: {problem}")
+    return start
+
+
+def run_job_full(job: Job, opts: RunOptions,
+                 on_phase: PhaseCallback = lambda _: None) -> JobRun:
+    """``run_job``, plus saving and verifying (``artifact_dir``) or loading (``warm_cache``)
+    the portable compile cache."""
     base = {"model": job.spec.name, "suite": job.suite.name, "config": job.config,
             "tags": list(job.spec.tags)}
     skip = _precheck(job, opts)
     if skip:
-        return ModelResult(**base, status=STATUS_OF[skip[0]], category=skip[0], error=skip[1])
+        return JobRun(ModelResult(**base, status=STATUS_OF[skip[0]], category=skip[0],
+                                  error=skip[1]))
+    notes: list[str] = []
+    saved: Path | None = None
+    if opts.artifact_dir is not None:
+        saved = opts.artifact_dir / artifacts.artifact_name(job.suite.name, job.spec.name,
+                                                            job.config.slug)
     with tempfile.TemporaryDirectory(prefix="compilewatch-") as tmp:
         workdir = Path(tmp)
         if opts.cache_root is not None:
@@ -185,15 +263,23 @@ def run_job(job: Job, opts: RunOptions, on_phase: PhaseCallback = lambda _: None
         was_empty = not cache_dir.exists() or not any(cache_dir.iterdir())
         cache_dir.mkdir(parents=True, exist_ok=True)
         env = worker_env(cache_dir, opts)
-        spec = {"suite": job.suite.source, "model": job.spec.name,
-                "config": job.config.model_dump(), "rounds": opts.rounds,
-                "block_ms": opts.block_ms, "measure": opts.measure,
-                "large": opts.large if opts.large is not None else job.config.device == "cuda"}
-        cold = spawn_worker({**spec, "phase": "cold"}, env, opts, workdir, on_phase)
-        warm = None
+        spec = _spec(job, opts)
+        save = {"save_artifact": str(saved)} if saved else {}
+        cold = spawn_worker({**spec, "phase": "cold", **save}, env, opts, workdir, on_phase)
+        warm = start = None
         if cold.ok and opts.warm:
             warm = spawn_worker({**spec, "phase": "warm"}, env, opts, workdir, on_phase)
-    return assemble(base, cold, warm, was_empty)
+        info = cold.data.get("artifact") or {}
+        rejected = None
+        if saved is not None and cold.ok and "sha256" in info:
+            start = _warm_start(spec, saved, opts, workdir, on_phase)
+            rejected = artifacts.judge(start.ok, start.data, start.error)
+        elif saved is not None:
+            rejected = info.get("unsupported") or "the cold compile failed; nothing to save"
+        elif cold.ok and opts.warm_cache is not None:
+            start = _published_start(job, spec, opts, workdir, on_phase, notes)
+    result = assemble(base, cold, warm, was_empty, start=start, notes=notes)
+    return JobRun(result, saved if "sha256" in info else None, info, rejected)
 
 
 def _latency(outcomes: list[Outcome]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -227,29 +313,33 @@ def _status_of(cold: Outcome, warm: Outcome | None) -> tuple[Category, str | Non
 
 
 def assemble(base: dict[str, Any], cold: Outcome, warm: Outcome | None,
-             cache_dir_was_empty: bool) -> ModelResult:
-    """Merge the cold and warm workers' outputs into one schema-valid result."""
+             cache_dir_was_empty: bool, start: Outcome | None = None,
+             notes: list[str] | None = None) -> ModelResult:
+    """Merge the cold, warm and warm-start workers' outputs into one schema-valid result."""
     category, error = _status_of(cold, warm)
     result: dict[str, Any] = {**base, "status": STATUS_OF[category], "category": category,
-                              "error": error,
-                              "duration_s": cold.seconds + (warm.seconds if warm else 0.0)}
+                              "error": error, "notes": list(notes or []),
+                              "duration_s": sum(o.seconds for o in (cold, warm, start) if o)}
     if not cold.ok:
         return ModelResult(**result)
     c = cold.data
     w = warm.data if warm is not None and warm.ok else {}
     latency, speedup = _latency([o for o in (cold, warm) if o is not None])
-    counters = {"cold": _counters(c)} | ({"warm": _counters(w)} if w else {})
+    s = start.data if start is not None and start.ok else {}
+    counters = ({"cold": _counters(c)} | ({"warm": _counters(w)} if w else {})
+                | ({"warm_start": _counters(s)} if s else {}))
     result.update(
         latency=latency, speedup=speedup,
         compile={"cold_s": c.get("compile_s"), "warm_s": w.get("compile_s"),
                  "phases": c.get("phases", {}), "warm_phases": w.get("phases", {}),
                  "frames": c.get("frames", 0), "graphs": c.get("graphs", 0),
                  "guard_count": c.get("guard_count"),
+                 "warm_start_s": s.get("compile_s"),
                  "cold_instructions": c.get("instructions"),
                  "cache_dir_was_empty": cache_dir_was_empty},
         graph_breaks=c.get("graph_breaks", []), recompiles=c.get("recompiles", []),
-        cache={"fx": c["cache"]["fx"] + w.get("cache", {}).get("fx", []),
-               "aot": c["cache"]["aot"] + w.get("cache", {}).get("aot", []),
+        cache={"fx": [k for d in (c, w, s) for k in d.get("cache", {}).get("fx", [])],
+               "aot": [k for d in (c, w, s) for k in d.get("cache", {}).get("aot", [])],
                "counters": counters, "unknown_reason": c.get("cache_unknown")},
         accuracy=c.get("accuracy"), memory=c.get("memory", {}),
     )

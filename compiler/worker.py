@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from compilewatch.compiler import accuracy, probes, timing
+from compilewatch.compiler import accuracy, artifacts, probes, timing
+from compilewatch.compiler.errors import CacheArtifactError
 from compilewatch.compiler.schema import write_atomic
 
 ERROR_TAIL = 4000
@@ -245,6 +246,15 @@ def measure_steady_state(spec: dict[str, Any], fn: Any, compiled: Any, inputs: t
                          "eager_us": timed.eager_us, "compiled_us": timed.compiled_us}
 
 
+def _save_artifact(path: str) -> dict[str, Any]:
+    """Save the portable cache; a failure to save is a note, never a failed measurement."""
+    try:
+        return artifacts.save(path)
+    except Exception as e:
+        return {"unsupported": tail(f"saving the cache artifact failed: {type(e).__name__}: "
+                                    f"{e}", 1000)}
+
+
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """Everything one worker process measures; raises ``Failure`` on a classified failure."""
     import torch
@@ -260,16 +270,25 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     mspec, fn, inputs, sweep = build(spec)
     _status(spec, f"{spec['phase']}: eager")
     eager_out, det = run_eager(fn, inputs, cfg)
+    if spec.get("load_artifact"):
+        _status(spec, f"{spec['phase']}: load artifact")
+        try:
+            result["artifact_loaded"] = artifacts.load(spec["load_artifact"])
+        except CacheArtifactError as e:
+            raise Failure("infra", str(e)) from e
     _status(spec, f"{spec['phase']}: compile")
     compiled, out = run_compile(fn, inputs, sweep, cfg, dict(mspec.compile_kwargs), result,
-                                    probe)
+                                probe)
+    if spec.get("save_artifact"):
+        _status(spec, f"{spec['phase']}: save artifact")
+        result["artifact"] = _save_artifact(spec["save_artifact"])
     result.update(probes.frame_stats())
     result["graph_breaks"] = probes.graph_breaks()
     result["recompiles"] = probes.recompiles()
     result["cache"] = probe.cache_keys(spec["phase"])
     result["counters"] = probes.counters_now()
     result["cache_unknown"] = "; ".join(probe.unknown) or None
-    if spec.get("measure", True):
+    if spec.get("measure", True) or spec.get("accuracy"):
         _status(spec, f"{spec['phase']}: accuracy")
         atol, rtol = mspec.tolerance(cfg["dtype"])
         ok = accuracy.compare(out, eager_out, atol, rtol)
@@ -277,6 +296,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             ok = accuracy.compare(out, eager_out, atol, rtol,
                                   fp64=_fp64_reference(fn, inputs, cfg["device"]))
         result["accuracy"] = ok.as_dict(atol, rtol, det)
+    if spec.get("measure", True):
         measure_steady_state(spec, fn, compiled, inputs, result)
     return result
 

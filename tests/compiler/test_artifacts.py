@@ -1,0 +1,167 @@
+"""Portable compile-cache artifacts with real Inductor on CPU: save, verify, refuse, warm-start.
+
+Compiles cost ~10 s each here, so one module fixture builds the artifacts (two cold compiles and
+two verifying warm starts) and the tampering tests refuse files before any compile happens.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compilewatch.bot.nightly import build_manifest
+from compilewatch.bot.run import collect_environment
+from compilewatch.compiler import artifacts as art
+from compilewatch.compiler.errors import CacheArtifactError
+from compilewatch.compiler.runner import (
+    Job,
+    RunOptions,
+    WarmCache,
+    run_job,
+    run_job_full,
+    verify_artifact,
+)
+from compilewatch.compiler.schema import Config, Status
+from compilewatch.suites.loader import load_suite
+
+SUITE = str(Path(__file__).parents[1] / "data" / "suites" / "cache_suite.py")
+SLUG = Config().slug
+
+
+def _job(name: str) -> Job:
+    suite = load_suite(SUITE)
+    return Job(suite, suite.models[name], Config())
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("nightly") / "artifacts"
+    opts = RunOptions(rounds=1, block_ms=1.0, warm=False, measure=False, artifact_dir=out,
+                      timeout_s=600)
+    runs = [run_job_full(_job(n), opts) for n in ("scale2", "scale3")]
+    env = collect_environment()
+    art.write_manifest(build_manifest(runs, env, None), out / art.MANIFEST_NAME)
+    return {"dir": out, "runs": runs, "env": env}
+
+
+def _copy(built: dict, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(built["dir"], tmp_path / "pub"))
+
+
+def _select(root: Path, env, model: str = "scale2", **over) -> Path:
+    kw = {"suite": "cachesuite", "model": model, "slug": SLUG,
+          "fingerprint": env.fingerprint, "torch_version": env.torch} | over
+    return art.select(root, **kw)
+
+
+def test_artifact_is_saved_and_verified_and_warm_start_hits(built: dict) -> None:
+    for run in built["runs"]:
+        assert run.rejected is None, run.rejected
+        assert run.artifact is not None and run.artifact.stat().st_size == \
+            run.artifact_info["size_bytes"]
+        assert art.sha256_file(run.artifact) == run.artifact_info["sha256"]
+        assert run.artifact_info["fx_keys"]
+        c = run.result.compile
+        start = run.result.cache.counters["warm_start"]
+        assert start.fx_miss == 0 and start.fx_hit >= 1
+        assert c.warm_start_s is not None and c.warm_start_s < c.cold_s, (c.warm_start_s,
+                                                                         c.cold_s)
+    man = art.read_manifest(built["dir"] / art.MANIFEST_NAME)
+    assert [(e.model, e.verified) for e in man.artifacts] == [("scale2", True), ("scale3", True)]
+    assert man.torch == built["env"].torch and man.fingerprint == built["env"].fingerprint
+
+
+def test_run_with_warm_cache_hits_and_a_flipped_byte_goes_cold(built: dict,
+                                                               tmp_path: Path) -> None:
+    env, root = built["env"], _copy(built, tmp_path)
+    opts = RunOptions(rounds=1, block_ms=1.0, warm=False, measure=False, timeout_s=600,
+                      warm_cache=WarmCache(root, env.fingerprint, env.torch))
+    good = run_job(_job("scale2"), opts)
+    assert good.status is Status.PASS and good.notes == []
+    assert good.cache.counters["warm_start"].fx_miss == 0
+    assert good.cache.counters["warm_start"].fx_hit >= 1
+    assert good.compile.warm_start_s < good.compile.cold_s
+    f = root / art.artifact_name("cachesuite", "scale2", SLUG)
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    cold = run_job(_job("scale2"), opts)
+    assert cold.status is Status.PASS and cold.compile.cold_s is not None
+    assert cold.compile.warm_start_s is None and "warm_start" not in cold.cache.counters
+    assert len(cold.notes) == 1 and "corrupt: sha256" in cold.notes[0]
+
+
+def test_truncated_artifact_is_refused(built: dict, tmp_path: Path) -> None:
+    root = _copy(built, tmp_path)
+    f = root / art.artifact_name("cachesuite", "scale2", SLUG)
+    f.write_bytes(f.read_bytes()[:-100])
+    with pytest.raises(CacheArtifactError, match="truncated"):
+        _select(root, built["env"])
+
+
+def test_wrong_torch_version_in_manifest_is_refused(built: dict, tmp_path: Path) -> None:
+    root = _copy(built, tmp_path)
+    mpath = root / art.MANIFEST_NAME
+    data = json.loads(mpath.read_text())
+    data["torch"] = "2.11.0+cu128"
+    mpath.write_text(json.dumps(data))
+    with pytest.raises(CacheArtifactError, match=r"built with torch 2\.11\.0\+cu128"):
+        _select(root, built["env"])
+
+
+def test_other_fingerprint_and_unverified_and_bad_manifest_are_refused(built: dict,
+                                                                       tmp_path: Path) -> None:
+    root = _copy(built, tmp_path)
+    with pytest.raises(CacheArtifactError, match="no artifact for this environment"):
+        _select(root, built["env"], fingerprint="0" * 32)
+    mpath = root / art.MANIFEST_NAME
+    data = json.loads(mpath.read_text())
+    data["artifacts"][0].update(verified=False, reason="hot-loaded outputs differ")
+    mpath.write_text(json.dumps(data))
+    with pytest.raises(CacheArtifactError, match="not verified: hot-loaded outputs differ"):
+        _select(root, built["env"])
+    data["artifacts"][0]["file"] = "../../etc/passwd"
+    mpath.write_text(json.dumps(data))
+    with pytest.raises(CacheArtifactError, match=r"invalid manifest: artifacts\.0\.file"):
+        _select(root, built["env"])
+
+
+def _relabel(source: Path, keys_of: Path, dest: Path) -> None:
+    """File model A's compiled FX graph under model B's FX cache key (torch's own format)."""
+    import torch.compiler._cache as tc
+    from torch.utils._appending_byte_serializer import AppendingByteSerializer
+
+    a = tc.CacheArtifactManager.deserialize(source.read_bytes())
+    b = tc.CacheArtifactManager.deserialize(keys_of.read_bytes())
+    (entry_a,), (entry_b,) = a["inductor"], b["inductor"]
+    wrong = type(entry_a)(entry_b.key, entry_a.content)
+    ser = AppendingByteSerializer(serialize_fn=tc._serialize_single_cache)
+    ser.extend([("inductor", [wrong])])
+    dest.write_bytes(ser.to_bytes())
+
+
+def test_verification_refuses_an_artifact_that_hot_loads_wrong_outputs(built: dict,
+                                                                       tmp_path: Path) -> None:
+    """scale2's kernel (sin(x)*2+1) filed under scale3's key: the compile hits, output is off."""
+    wrong = tmp_path / "wrong.megacache"
+    runs = {r.result.model: r.artifact for r in built["runs"]}
+    _relabel(runs["scale2"], runs["scale3"], wrong)
+    opts = RunOptions(rounds=1, block_ms=1.0, timeout_s=600)
+    outcome, reason = verify_artifact(_job("scale3"), wrong, opts)
+    assert outcome.ok and outcome.data["counters"]["fx_miss"] == 0
+    assert outcome.data["counters"]["fx_hit"] == 1
+    assert reason is not None and reason.startswith("hot-loaded outputs differ from eager")
+    assert outcome.data["accuracy"]["max_abs_err"] > 0.5
+    # The same check passes the honest artifact: the rule is not refusing everything.
+    _, ok = verify_artifact(_job("scale3"), runs["scale3"], opts)
+    assert ok is None
+
+
+def test_artifact_of_another_model_misses_and_is_refused(built: dict) -> None:
+    runs = {r.result.model: r.artifact for r in built["runs"]}
+    opts = RunOptions(rounds=1, block_ms=1.0, timeout_s=600)
+    outcome, reason = verify_artifact(_job("scale3"), runs["scale2"], opts)
+    assert outcome.ok and reason is not None and "FX graph cache miss" in reason
