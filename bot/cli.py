@@ -43,6 +43,25 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def warm_cache_options(fn: F) -> F:
+    """``--warm-cache`` and its companions, shared by ``run`` and ``pr``."""
+    options = [
+        click.option("--warm-cache", default=None, metavar="DIR|release",
+                     help="Also time a warm-start compile: load the newest verified cache "
+                          "artifact for this environment from DIR (a `compilewatch nightly` "
+                          "publish dir) or from the newest nightly release of "
+                          "--warm-cache-repo. A refused artifact is noted in the result and "
+                          "the run goes on cold."),
+        click.option("--warm-cache-repo", default=None,
+                     help="OWNER/NAME for --warm-cache release."),
+        click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+                     help="Environment variable holding the token for --warm-cache release."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="compilewatch")
 def main() -> None:
@@ -92,14 +111,7 @@ def main() -> None:
               help=DB_HELP + " Default: the embedded SQLite file (see docs/storage.md).")
 @click.option("--no-db", is_flag=True, help="Do not store the run in any database.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary table.")
-@click.option("--warm-cache", default=None, metavar="DIR|release",
-              help="Also time a warm-start compile: load the newest verified cache artifact for "
-                   "this environment from DIR (a `compilewatch nightly` publish dir) or from the "
-                   "newest nightly release of --warm-cache-repo. A refused artifact is noted in "
-                   "the result and the run goes on cold.")
-@click.option("--warm-cache-repo", default=None, help="OWNER/NAME for --warm-cache release.")
-@click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
-              help="Environment variable holding the token for --warm-cache release.")
+@warm_cache_options
 @handle_errors
 def run_cmd(**kwargs: Any) -> None:
     """Measure suites through Dynamo -> AOTAutograd -> Inductor and write a results file.
@@ -356,6 +368,7 @@ def baseline_update_cmd(**kwargs: Any) -> None:
               help="Exit 1 when a gating regression is found (after writing the output).")
 @click.option("--no-warm", is_flag=True,
               help="Skip the warm-compile process on both sides (faster; no warm_s).")
+@warm_cache_options
 @click.option("--quiet", "-q", is_flag=True, help="No summary table.")
 @handle_errors
 def pr_cmd(**kwargs: Any) -> None:

@@ -28,7 +28,7 @@ from compilewatch.bot.report import raise_on_gating, render
 from compilewatch.bot.run import build_results, collect_environment, now, plan_jobs, suite_sources
 from compilewatch.bot.worktrees import worktrees
 from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.runner import Job, RunOptions, run_job
+from compilewatch.compiler.runner import Job, RunOptions, WarmCache, run_job
 from compilewatch.compiler.schema import Environment, ModelResult, RunResults, dumps_results
 from compilewatch.suites.loader import Suite, load_suite
 
@@ -102,6 +102,17 @@ def interleave(base: list[Job], head: list[Job]) -> list[tuple[SideName, Job]]:
     return plan
 
 
+def _warm_cache(source: str | None, env: Environment, dest: Path, repo: str | None,
+                token_env: str) -> WarmCache | None:
+    """Each side loads the published artifact that matches its own interpreter's environment."""
+    if not source:
+        return None
+    from compilewatch.bot.nightly import resolve_warm_cache
+
+    dest.mkdir(parents=True, exist_ok=True)
+    return resolve_warm_cache(source, env, dest=dest, repo=repo, token_env=token_env)
+
+
 def measure_with_run_job(side: SideName, job: Job, opts: RunOptions) -> ModelResult:
     """The real measurement: ``run_job``'s cold and warm worker processes."""
     click.echo(f"[{side}] {job.suite.name}/{job.spec.name} [{job.config.slug}]", err=True)
@@ -150,7 +161,8 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
                timeout_s: float = 900.0, base_python: str = sys.executable,
                head_python: str = sys.executable, db_url: str | None = None,
                report_url: str | None = None, fail_on_regression: bool = False,
-               quiet: bool = False, no_warm: bool = False,
+               quiet: bool = False, no_warm: bool = False, warm_cache: str | None = None,
+               warm_cache_repo: str | None = None, token_env: str = "GITHUB_TOKEN",
                measure: Measure = measure_with_run_job,
                environment: Collect = collect_environment) -> Comparison:
     """Measure merge-base and head interleaved, write the five output files, compare.
@@ -166,17 +178,21 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
         raise UsageError(f"base and head are the same commit ({refs.head[:12]}); pass "
                          "different --base-python and --head-python to compare interpreters")
     pythons: dict[SideName, str] = {"base": base_python, "head": head_python}
-    opts = {s: RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
-                          python=pythons[s], warm=not no_warm) for s in SIDES}
+    envs = {p: environment(p) for p in dict.fromkeys(pythons.values())}
     started = now()
-    with worktrees(repo, {"base": refs.base, "head": refs.head}) as trees:
+    with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl, \
+            worktrees(repo, {"base": refs.base, "head": refs.head}) as trees:
+        opts = {s: RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
+                              python=pythons[s], warm=not no_warm,
+                              warm_cache=_warm_cache(warm_cache, envs[pythons[s]],
+                                                     Path(dl) / s, warm_cache_repo, token_env))
+                for s in SIDES}
         plans = {s: plan_side(side_sources(suites, trees[s]), device=device, models=models)
                  for s in SIDES}
         measured = measure_sides(interleave(plans["base"].jobs, plans["head"].jobs), opts,
                                  measure)
         project = load_project_config(trees["base"])  # thresholds the PR cannot loosen
         baseline = load_baseline(project.baseline_path)
-        envs = {p: environment(p) for p in dict.fromkeys(pythons.values())}
         runs = {s: build_results(measured[s], env=envs[pythons[s]], git=_git(refs, s),
                                  sources=_display(plans[s].sources, trees[s]), opts=opts[s],
                                  started=started, trigger="pr", side=s) for s in SIDES}
