@@ -35,6 +35,13 @@ def shorten(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: max(limit - 1, 0)].rstrip() + "…"
 
 
+def headline(text: str, limit: int) -> str:
+    """The first line, shortened: torch's break and guard messages run to a dozen lines of
+    hints, and the first says what happened. Full text stays in the details and the report."""
+    first = text.strip().split("\n", 1)[0]
+    return shorten(first or text, limit)
+
+
 def md_escape(text: str) -> str:
     """Untrusted text as inert inline markdown, safe in a paragraph, list item or table cell."""
     out: list[str] = []

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from compilewatch.bot import sitemap, view
 from compilewatch.bot.comparison import Comparison
-from compilewatch.bot.escape import md_code, md_escape, shorten
+from compilewatch.bot.escape import headline, md_code, md_escape, shorten
 from compilewatch.compiler.errors import UsageError
 
 MARKER = "<!-- compilewatch:pr-comment -->"
@@ -54,7 +54,8 @@ def _env(kind: str) -> Environment:
     }
     if kind == "md":
         env = Environment(autoescape=False, finalize=_md_finalize, **common)
-        env.filters.update(code=md_code, short=lambda s, n=300: shorten(s, n))
+        env.filters.update(code=md_code, short=lambda s, n=300: shorten(s, n),
+                           headline=headline)
     else:
         env = Environment(autoescape=True, **common)
         env.filters.update(short=lambda s, n=300: shorten(s, n))

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from compilewatch.bot import view
 from compilewatch.bot.comparison import Comparison, Delta, Verdict
-from compilewatch.bot.escape import plain
+from compilewatch.bot.escape import headline, plain
 
 STYLES = {Verdict.REGRESSION: "bold red", Verdict.IMPROVEMENT: "bold green",
           Verdict.WITHIN_NOISE: "yellow", Verdict.UNCHANGED: "dim"}
@@ -33,7 +33,8 @@ def build_table(c: Comparison) -> Table:
                 "recompiles", "why"):
         table.add_column(col, overflow="fold")
     for r in c.rows:
-        why = "; ".join(str(x.label) + (": " + ", ".join(x.items[:3]) if x.items else "")
+        why = "; ".join(str(x.label) + (": " + ", ".join(headline(i, 120) for i in x.items[:3])
+                                         if x.items else "")
                         for x in view.reasons(r))
         table.add_row(
             Text(plain(f"{r.suite}/{r.model}")),
