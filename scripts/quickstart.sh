@@ -3,11 +3,8 @@
 # embedded SQLite database, and write a readable report under compilewatch-out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
+bash scripts/setup.sh
 . .venv/bin/activate
-python -m pip install -q --upgrade pip
-python -m pip install -q -r requirements/ci.txt
-python -m pip install -q -e .
 mkdir -p compilewatch-out
 compilewatch run --suite micro --device cpu --out compilewatch-out/results.json "$@"
 # A run compared with itself: every model "unchanged", with all of its numbers. After a change,

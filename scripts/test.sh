@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
-# Set up a virtualenv (torch CPU pinned by requirements/ci.txt) and run lint + tests.
+# Set up .venv (see setup.sh), then lint and run the tests. Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
+bash scripts/setup.sh test
 . .venv/bin/activate
-python -m pip install -q --upgrade pip
-python -m pip install -q -r requirements/ci.txt
-python -m pip install -q -e '.[test]'
 ruff check .
-command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || echo "chromium unavailable: screenshot test will skip"
 python -m pytest -q "$@"
