@@ -46,7 +46,7 @@ def gpt2(ctx: BuildContext):
         cfg, (b, s) = GPT2Config(), (4, 512)
     else:
         cfg, (b, s) = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1024,
-                                 n_positions=128), (2, 32)
+                                 n_positions=128, bos_token_id=0, eos_token_id=0), (2, 32)
     return _wrap(GPT2LMHeadModel(cfg), ctx), (_ids(ctx, cfg.vocab_size, b, s),)
 
 
