@@ -168,13 +168,9 @@ def nightly_command(*, suites: tuple[str, ...], models: tuple[str, ...], device:
         man = build_manifest(runs, results.environment, results.git.commit)
         art.write_manifest(man, folder / art.MANIFEST_NAME)
         if not no_db:
-            from compilewatch.db import connect, ingest
+            from compilewatch.db import store_runs
 
-            db = connect(db_url)
-            try:
-                ingest(db, results)
-            finally:
-                db.close()
+            store_runs(db_url, results)
             record(db_url, man, folder, results.run_id, results.git.commit)
         rejected = tuple((f"{j.result.suite}/{j.result.model} [{j.result.config.slug}]",
                           j.rejected) for j in runs if j.rejected)

@@ -162,12 +162,9 @@ def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
 
 
 def _ingest(db_url: str, runs: tuple[RunResults, RunResults]) -> None:
-    from compilewatch.db import connect as db_connect
-    from compilewatch.db import ingest
+    from compilewatch.db import store_runs
 
-    db = db_connect(db_url)
-    for run in runs:
-        ingest(db, run)
+    store_runs(db_url, *runs)
 
 
 def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,

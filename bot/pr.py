@@ -223,11 +223,9 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults], *, out: Pa
         "comment.md": render(comparison, "markdown", report_url),
         "report.html": render(comparison, "html")})
     if db_url:
-        from compilewatch.db import connect, ingest
+        from compilewatch.db import store_runs
 
-        db = connect(db_url)
-        for s in SIDES:
-            ingest(db, runs[s])
+        store_runs(db_url, *(runs[s] for s in SIDES))
     if not quiet:
         click.echo(render(comparison, "table"))
         click.echo(f"wrote {', '.join(OUT_FILES)} to {out}")

@@ -161,13 +161,9 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                             started=started, trigger=trigger, side=side)
     save_results(results, out)
     if not no_db:
-        from compilewatch.db import connect, ingest
+        from compilewatch.db import store_runs
 
-        db = connect(db_url)
-        try:
-            ingest(db, results)
-        finally:
-            db.close()
+        store_runs(db_url, results)
     if not quiet:
         console.print(summary_table(results))
         console.print(f"results: {out}")

@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from compilewatch.compiler.errors import CacheArtifactError
-from compilewatch.compiler.schema import Hash, Name, Short, Text
+from compilewatch.compiler.schema import Hash, Name, Short, Text, write_atomic
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -86,20 +85,6 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Worker side, after the compile: write this process's cache artifacts to ``path``."""
     import torch
@@ -111,7 +96,7 @@ def save(path: str | os.PathLike[str]) -> dict[str, Any]:
     if saved is None:
         return {"unsupported": "torch saved no cache artifacts (nothing was cached)"}
     data, info = saved
-    _write_bytes_atomic(Path(path), data)
+    write_atomic(Path(path), data)
     return {"size_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
             "fx_keys": list(getattr(info, "inductor_artifacts", []))[:1024],
             "aot_keys": list(getattr(info, "aot_autograd_artifacts", []))[:1024]}
@@ -149,8 +134,6 @@ def judge(outcome_ok: bool, data: dict[str, Any], error: str | None = None) -> s
 
 
 def write_manifest(manifest: Manifest, path: Path) -> None:
-    from compilewatch.compiler.schema import write_atomic
-
     write_atomic(path, manifest.model_dump_json(indent=1))
 
 

@@ -23,7 +23,7 @@ from compilewatch.db.queries import (
     suite_history,
     timing_samples,
 )
-from compilewatch.db.store import IngestOutcome, ingest, ingest_files, load_run
+from compilewatch.db.store import IngestOutcome, ingest, ingest_files, load_run, store_runs
 
 __all__ = [
     "METRICS",
@@ -50,6 +50,7 @@ __all__ = [
     "resolve_url",
     "results_history",
     "runs_for_pr",
+    "store_runs",
     "suite_history",
     "timing_samples",
 ]

@@ -258,3 +258,14 @@ def load_run(db: Database, run_id: str) -> RunResults:
                                 .order_by(res.c.position)).scalars().all()
     text = f'{row.meta[:-1]},"results":[{",".join(payloads)}]}}'
     return RunResults.model_validate_json(text)
+
+
+def store_runs(url: str | None, *runs: RunResults) -> list[str]:
+    """Open the database at ``url`` (None: the default), ingest each run, close it.
+
+    The one way commands (run, pr, post, nightly) store what they measured or received.
+    """
+    from compilewatch.db.engine import connect
+
+    with connect(url) as db:
+        return [ingest(db, run) for run in runs]
