@@ -440,6 +440,9 @@ def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
 @click.option("--check-name", default="compilewatch", show_default=True,
               help="Name of the check run (or status context).")
 @click.option("--report-url", default=None, help="Link to the full report (the workflow run).")
+@click.option("--trends-url", default=None,
+              help="Base URL of the published trends dashboard; the comment links each "
+                   "model's trend page.")
 @click.option("--comment-author", default=None,
               help="Login whose marked comment is ours. Default: any bot account.")
 @click.option("--retries", type=click.IntRange(0, 20), default=5, show_default=True,

@@ -9,6 +9,7 @@ otherwise ignored. Everything is computed before the first write to GitHub.
 
 from __future__ import annotations
 
+import functools
 import re
 import stat
 from collections.abc import Callable
@@ -66,17 +67,20 @@ class PostReport:
     ingested: bool = False
 
 
-def trusted_render(base: RunResults, head: RunResults, report_url: str | None) -> Rendered:
+def trusted_render(base: RunResults, head: RunResults, report_url: str | None,
+                   trends_url: str | None = None) -> Rendered:
     """compare + render_markdown from this package (the only text ``post`` publishes)."""
     from compilewatch.bot.compare import compare
     from compilewatch.bot.render import MARKER, render_markdown
+    from compilewatch.bot.sitemap import trend_url_template
 
     comparison = compare(base, head)
     h = comparison.headline
     title = (f"{h.gating} gating regression(s)" if comparison.gating_regression
              else "No gating regression") + f"; {h.regressions} regressed, " \
         f"{h.improvements} improved"
-    return Rendered(render_markdown(comparison, report_url=report_url), title,
+    trend = trend_url_template(trends_url) if trends_url else None
+    return Rendered(render_markdown(comparison, report_url=report_url, trend_url=trend), title,
                     comparison.gating_regression, MARKER)
 
 
@@ -149,14 +153,16 @@ def find_pull_request(repository: Repository, sha: str, head_label: str | None) 
 
 
 def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
-                  report_url: str | None = None,
+                  report_url: str | None = None, trends_url: str | None = None,
                   render: Renderer | None = None) -> tuple[RunResults, RunResults, Rendered]:
     """Validate and render without touching GitHub (also what ``--dry-run`` shows)."""
-    if report_url is not None and not _URL.match(report_url):
-        raise UsageError(f"--report-url {report_url[:80]!r}: expected an http(s) URL")
+    for option, url in (("--report-url", report_url), ("--trends-url", trends_url)):
+        if url is not None and not _URL.match(url):
+            raise UsageError(f"{option} {url[:80]!r}: expected an http(s) URL")
     base, head = validate_outdir(outdir)
     _check_target(repo, pr, sha, head)
-    out = (render or trusted_render)(base, head, report_url)
+    out = (render or functools.partial(trusted_render, trends_url=trends_url))(
+        base, head, report_url)
     body = fit_comment(neutralise(out.body, keep=out.marker))
     return base, head, Rendered(body, neutralise(out.title), out.gating_regression, out.marker)
 
@@ -172,7 +178,8 @@ def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
                 github_url: str | None = None,
                 policy: RetryPolicy = DEFAULT_POLICY, only_if_changed: bool = False,
                 use_status: bool = False, check_name: str = "compilewatch",
-                report_url: str | None = None, comment_author: str | None = None,
+                report_url: str | None = None, trends_url: str | None = None,
+                comment_author: str | None = None,
                 db_url: str | None = None, dry_run: bool = False,
                 render: Renderer | None = None) -> PostReport:
     """Validate ``outdir``, then post one sticky comment and one check (or status).
@@ -182,7 +189,8 @@ def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
     if head_label is not None and not _HEAD_LABEL.match(head_label):
         raise UsageError(f"--head-label {head_label[:80]!r}: expected OWNER:BRANCH")
     base, head, rendered = render_outdir(outdir, repo=repo, pr=pr, sha=sha,
-                                         report_url=report_url, render=render)
+                                         report_url=report_url, trends_url=trends_url,
+                                         render=render)
     if dry_run:
         return PostReport(rendered)
     if credentials is None:

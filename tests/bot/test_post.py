@@ -168,6 +168,19 @@ def test_dry_run_needs_no_token_and_posts_nothing(fake_github: FakeGitHub,
     assert fake_github.requests == []
 
 
+def test_trends_url_links_each_flagged_model_to_its_trend_page(fake_github: FakeGitHub,
+                                                               tmp_path: Path) -> None:
+    result = post(fake_github, write_outdir(tmp_path), "--dry-run", "--trends-url",
+                  "https://org.example/cw/", token=None)
+    assert result.exit_code == 0, result.output
+    assert "https://org.example/cw/models/micro/tiny_mlp/cpu-default-float32-auto.html" \
+        in result.stdout
+    (tmp_path / "again").mkdir()
+    bad = post(fake_github, write_outdir(tmp_path / "again"), "--dry-run", "--trends-url",
+               "javascript:alert(1)", token=None)
+    assert bad.exit_code == 2 and "--trends-url" in bad.output
+
+
 def test_missing_token_is_a_usage_error(fake_github: FakeGitHub, tmp_path: Path) -> None:
     result = post(fake_github, write_outdir(tmp_path), token=None)
     assert result.exit_code == 2 and "GITHUB_TOKEN" in result.stderr
