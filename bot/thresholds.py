@@ -46,7 +46,7 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     compiled_time: MetricThreshold = _t(0.03)  # fraction, judged on a bootstrap CI
-    cold_compile: MetricThreshold = _t(0.25, min_abs=0.5)  # fraction; seconds floor
+    cold_compile: MetricThreshold = _t(0.40, min_abs=1.0)  # fraction; seconds floor
     warm_compile: MetricThreshold = _t(0.50, min_abs=0.5, gate=False)
     memory: MetricThreshold = _t(0.10, min_abs=1024 * 1024)  # fraction; bytes floor
     graph_breaks: MetricThreshold = _t(0)
