@@ -181,6 +181,24 @@ def nightly_cmd(**kwargs: Any) -> None:
     nightly_command(**kwargs)
 
 
+@main.command("report")
+@click.argument("results")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("report.html"), show_default=True, help="HTML file to write.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@handle_errors
+def report_cmd(results: str, out: Path, db_url: str | None) -> None:
+    """Render one run (RESULTS: a results file or a run id) as a self-contained HTML page.
+
+    \b
+    Example:
+      compilewatch report results.json --out report.html
+    """
+    from compilewatch.bot.report import run_report_command
+
+    click.echo(run_report_command(results=results, out=out, db_url=db_url))
+
+
 @main.command("suites")
 @click.option("--suite", "suites", multiple=True, help="Only these suites (names, files, modules).")
 @handle_errors

@@ -7,6 +7,7 @@ filter still cannot inject markdown; the HTML environment uses Jinja2's autoesca
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from compilewatch.bot import sitemap, view
 from compilewatch.bot.comparison import Comparison
 from compilewatch.bot.escape import headline, md_code, md_escape, shorten
 from compilewatch.compiler.errors import UsageError
+from compilewatch.compiler.schema import RunResults, Status
 
 MARKER = "<!-- compilewatch:pr-comment -->"
 COMMENT_LIMIT = 65_536  # GitHub's limit on an issue comment, in characters
@@ -125,6 +127,25 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None,
 def render_html(comparison: Comparison) -> str:
     """The full report: one self-contained page (inline CSS and JS, no network)."""
     return _env("html").get_template("report.html.j2").render(c=comparison)
+
+
+def render_run_html(results: RunResults) -> str:
+    """One run on its own (no base to compare with): every model's numbers and reasons."""
+    ok = [m for m in results.results if m.speedup is not None]
+    speedups = [m.speedup.value for m in ok if m.speedup and m.speedup.value > 0]
+    summary = {
+        "total": len(results.results),
+        "passed": sum(m.status is Status.PASS for m in results.results),
+        "pass_rate": (sum(m.status is Status.PASS for m in results.results)
+                      / len(results.results)) if results.results else None,
+        "geomean_speedup": math.exp(sum(map(math.log, speedups)) / len(speedups))
+        if speedups else None,
+        "cold_total": sum(m.compile.cold_s or 0.0 for m in results.results),
+        "warm_total": sum(m.compile.warm_s or 0.0 for m in results.results),
+        "breaks": sum(b.count for m in results.results for b in m.graph_breaks),
+        "recompiles": sum(len(m.recompiles) for m in results.results),
+    }
+    return _env("html").get_template("run.html.j2").render(r=results, s=summary)
 
 
 def render_json(comparison: Comparison) -> str:

@@ -57,6 +57,14 @@ def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path
     return comparison
 
 
+def run_report_command(*, results: str, out: Path, db_url: str | None = None) -> Path:
+    """One run (a results file or a run id) as a self-contained HTML page."""
+    from compilewatch.bot.render import render_run_html
+
+    write_atomic(out, render_run_html(load_side(results, db_url)))
+    return out
+
+
 def raise_on_gating(comparison: Comparison) -> None:
     """Exit 1 for CI; called after every output is written so the report survives."""
     if comparison.gating_regression:

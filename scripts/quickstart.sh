@@ -7,10 +7,6 @@ bash scripts/setup.sh
 . .venv/bin/activate
 mkdir -p compilewatch-out
 compilewatch run --suite micro --device cpu --out compilewatch-out/results.json "$@"
-# A run compared with itself: every model "unchanged", with all of its numbers. After a change,
-# run again and compare the two files (or two run ids from the database) the same way.
-compilewatch compare compilewatch-out/results.json compilewatch-out/results.json \
-    --format html --out compilewatch-out/report.html
-compilewatch compare compilewatch-out/results.json compilewatch-out/results.json \
-    --format markdown --out compilewatch-out/comment.md
-echo "report: compilewatch-out/report.html (and comment.md); database: $(compilewatch db current)"
+compilewatch report compilewatch-out/results.json --out compilewatch-out/report.html
+echo "report: compilewatch-out/report.html; database: $(compilewatch db current)"
+echo "after a change, run again and compare: compilewatch compare OLD.json NEW.json --format html"

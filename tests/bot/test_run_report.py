@@ -1,0 +1,44 @@
+"""One run rendered on its own: numbers, reasons, and untrusted text escaped."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from compilewatch.bot.cli import main
+from compilewatch.bot.render import render_run_html
+from compilewatch.compiler.schema import Category, save_results
+from compilewatch.db import store_runs
+from tests.factories import model_result, run_results
+
+ATTACK = "<script>alert(1)</script> @org/team"
+
+
+def _run():
+    return run_results([
+        model_result("mlp", eager_us=100.0, compiled_us=50.0, graph_breaks=["print in fn"],
+                     recompiles=["tensor 'x' size mismatch at index 0"]),
+        model_result("broken", category=Category.COMPILE_ERROR, error=ATTACK),
+    ])
+
+
+def test_run_report_shows_numbers_and_reasons_escaped():
+    html = render_run_html(_run())
+    assert "1 of 2 passed" in html
+    assert "micro/mlp" in html and "micro/broken" in html
+    assert "print in fn" in html and "size mismatch at index 0" in html
+    assert "compile error" in html
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "2.00×" in html  # the mlp's speedup, eager 100 µs / compiled 50 µs
+
+
+def test_report_command_from_a_file_and_from_a_run_id(tmp_path):
+    run = _run()
+    save_results(run, tmp_path / "r.json")
+    url = f"sqlite:///{tmp_path / 'cw.db'}"
+    store_runs(url, run)
+    for source in (str(tmp_path / "r.json"), run.run_id):
+        out = tmp_path / "report.html"
+        result = CliRunner().invoke(main, ["report", source, "--out", str(out), "--db", url])
+        assert result.exit_code == 0, result.output
+        assert "micro/mlp" in out.read_text()
+        out.unlink()
