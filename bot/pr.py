@@ -8,6 +8,7 @@ the PR changed. Both sides run from their own detached worktree, and their jobs 
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import sys
@@ -83,7 +84,15 @@ def side_sources(suites: Iterable[str], tree: Path) -> list[str]:
 def plan_side(sources: list[str], *, device: str, models: Iterable[str]) -> SidePlan:
     """Load each suite by its worktree path (a distinct module per side) and expand jobs."""
     suites: list[Suite] = [load_suite(s) for s in sources]
-    return SidePlan(sources, plan_jobs(suites, device=device, models=models))
+    return SidePlan(sources, plan_jobs(suites, device=device, models=models, strict=False))
+
+
+def check_models_matched(plans: Iterable[SidePlan], models: Iterable[str]) -> None:
+    """Every ``--model`` pattern must match a model on at least one side."""
+    names = {j.spec.name for plan in plans for j in plan.jobs}
+    unmatched = [p for p in models if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+    if unmatched:
+        raise UsageError(f"--model {', '.join(unmatched)} matches no model on either side")
 
 
 def _ident(job: Job) -> tuple[str, str, str]:
@@ -189,6 +198,7 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
                 for s in SIDES}
         plans = {s: plan_side(side_sources(suites, trees[s]), device=device, models=models)
                  for s in SIDES}
+        check_models_matched(plans.values(), models)
         measured = measure_sides(interleave(plans["base"].jobs, plans["head"].jobs), opts,
                                  measure)
         project = load_project_config(trees["base"])  # thresholds the PR cannot loosen

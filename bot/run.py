@@ -66,8 +66,12 @@ def collect_environment(python: str = sys.executable) -> Environment:
 
 def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
               modes: Iterable[str] = (), dtypes: Iterable[str] = (),
-              dynamics: Iterable[str] = ()) -> list[Job]:
-    """Expand suites x models x configs; empty sweeps mean each model's own default."""
+              dynamics: Iterable[str] = (), strict: bool = True) -> list[Job]:
+    """Expand suites x models x configs; empty sweeps mean each model's own default.
+
+    ``strict``: a ``models`` pattern that matches nothing is an error (``pr`` checks the union
+    of its two sides instead: a model the change adds exists on one side only).
+    """
     patterns = list(models)
     jobs: list[Job] = []
     matched: set[str] = set()
@@ -87,7 +91,7 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
                     seen.add(cfg.slug)
                     jobs.append(Job(suite, spec, cfg))
     unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(m, p) for m in matched)]
-    if unmatched:
+    if unmatched and strict:
         raise UsageError(f"--model {', '.join(unmatched)} matches no model in "
                          f"{', '.join(s.name for s in suites)}")
     return jobs

@@ -111,6 +111,18 @@ def test_base_is_the_merge_base_and_each_side_reads_its_own_suite(repo: Path,
     assert len(worktree_list(repo)) == 1
 
 
+def test_model_filter_may_match_one_side_only(repo: Path, tmp_path: Path) -> None:
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"models.py": suite_file("a", "added")}, "B adds a model")
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out", rec, base="main", head="feature", models=("added",))
+    assert [(side, name) for side, name, _ in rec.calls] == [("head", "added")]
+    with pytest.raises(UsageError, match=r"nowhere.*either side"):
+        fake_pr(repo, tmp_path / "out2", Recorder(), base="main", head="feature",
+                models=("nowhere",))
+
+
 def test_jobs_alternate_sides(repo: Path, tmp_path: Path) -> None:
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a", "b", "c")}, "A")
     sh(repo, "checkout", "-q", "-b", "feature")
