@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import importlib.util
 import itertools
 import json
 import subprocess
@@ -184,7 +185,9 @@ def suites_command(*, suites: list[str]) -> None:
             extra = []
             if spec.tags:
                 extra.append(", ".join(spec.tags))
+            missing = [p for p in spec.requires if importlib.util.find_spec(p) is None]
             if spec.requires:
-                extra.append("needs " + ", ".join(spec.requires))
+                extra.append("needs " + ", ".join(spec.requires)
+                             + (" (not installed: will be skipped)" if missing else ""))
             console.print(f"  {spec.name}" + (f"  [dim]{'; '.join(extra)}[/dim]" if extra
                                                else ""))
