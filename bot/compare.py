@@ -26,7 +26,7 @@ from compilewatch.bot.comparison import (
 )
 from compilewatch.bot.stats import RatioEstimate, geomean, judge, ratio_of_medians, seed_for
 from compilewatch.bot.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
-from compilewatch.compiler.schema import ModelResult, RunResults, Status
+from compilewatch.compiler.schema import Category, ModelResult, RunResults, Status
 
 FAILED = {"fail_accuracy", "fail_to_run", "eager_fail"}
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
@@ -127,6 +127,10 @@ def _accuracy(b: ModelResult, h: ModelResult, expected: str | None,
     base, head = outcome(b), outcome(h)
     ref = base if expected is None else expected
     verdict = Verdict.UNCHANGED
+    if head != ref and h.category is Category.EAGER_NONDETERMINISTIC:
+        # eager itself gave two answers: nothing to blame the compiler (or the change) for
+        return AccuracyChange(base=base, head=head, expected=expected,
+                              verdict=Verdict.WITHIN_NOISE, gating=False)
     if head != ref and ref == "pass" and head in FAILED:
         verdict = Verdict.REGRESSION
     elif head != ref and head == "pass":
@@ -234,6 +238,11 @@ def compare(base: RunResults, head: RunResults, *,
                           baseline.lookup(i) if baseline else None)
             for i in common if Status.SKIP not in (bb[i].status, hh[i].status)]
     failing = [hh[i] for i in common if outcome(bb[i]) == "pass" and outcome(hh[i]) in FAILED]
+    # A model that passed on base and is skipped on head must not leave the gate quietly: the
+    # head's suite decides what is skipped, and the head is the untrusted side.
+    skipped = [hh[i] for i in common
+               if bb[i].status is Status.PASS and hh[i].status is Status.SKIP]
+    failing += skipped
     fixed = [hh[i] for i in common if outcome(bb[i]) in FAILED and outcome(hh[i]) == "pass"]
     verdicts = Counter(r.verdict for r in rows)
     notes = []
@@ -251,6 +260,7 @@ def compare(base: RunResults, head: RunResults, *,
                           improvements=verdicts[Verdict.IMPROVEMENT],
                           unchanged=verdicts[Verdict.UNCHANGED],
                           within_noise=verdicts[Verdict.WITHIN_NOISE],
-                          gating=sum(r.gating for r in rows)),
-        cache=_cache_summary(rows), gating_regression=any(r.gating for r in rows), notes=notes,
+                          gating=sum(r.gating for r in rows) + len(skipped)),
+        cache=_cache_summary(rows),
+        gating_regression=any(r.gating for r in rows) or bool(skipped), notes=notes,
     )

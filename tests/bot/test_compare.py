@@ -133,3 +133,22 @@ def test_different_environments_are_noted():
 def test_json_round_trips():
     c = _cmp([model_result("m", seed=1)], [model_result("m", seed=2, compiled_us=60)])
     assert Comparison.model_validate_json(c.model_dump_json()) == c
+
+
+def test_eager_nondeterminism_on_head_is_never_a_gating_regression():
+    base = run_results([model_result("m")])
+    head = run_results([model_result("m", category=Category.EAGER_NONDETERMINISTIC)])
+    c = compare(base, head)
+    assert not c.gating_regression
+    [row] = c.rows
+    assert row.accuracy is not None and row.accuracy.verdict is Verdict.WITHIN_NOISE
+
+
+def test_a_model_that_passed_and_is_skipped_on_head_gates():
+    base = run_results([model_result("m"), model_result("n", seed=1)])
+    head = run_results([model_result("m", category=Category.PACKAGE_MISSING,
+                                     error="skipped: package not installed: x"),
+                        model_result("n", seed=2)])
+    c = compare(base, head)
+    assert c.gating_regression and c.headline.gating == 1
+    assert [r.model for r in c.newly_failing] == ["m"]
