@@ -158,7 +158,10 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                                       [x.reason for x in h.graph_breaks]))
         rc = _counts(len(b.recompiles), len(h.recompiles), exp.recompiles, t.recompiles,
                      ([x.reason for x in b.recompiles], [x.reason for x in h.recompiles]))
-    cold = _point(b.compile.cold_s, h.compile.cold_s, t.cold_compile) if both else None
+    # A compile on a reused cache dir is not a cold compile: no verdict against a real one.
+    really_cold = b.compile.cache_dir_was_empty and h.compile.cache_dir_was_empty
+    cold = _point(b.compile.cold_s, h.compile.cold_s, t.cold_compile) \
+        if both and really_cold else None
     warm = _point(b.compile.warm_s, h.compile.warm_s, t.warm_compile) if both else None
     memory = (_point(b.memory.compiled_peak_bytes, h.memory.compiled_peak_bytes, t.memory)
               if both else None)

@@ -122,13 +122,11 @@ def spawn_worker(spec: dict[str, Any], env: dict[str, str], opts: RunOptions, wo
         except OSError as e:
             return Outcome(False, {}, "infra", f"cannot start worker {opts.python}: {e}")
         last = ""
+        timed_out = False
         while proc.poll() is None:
             if time.monotonic() - start > opts.timeout_s:
-                _kill(proc)
-                return Outcome(False, {}, "timeout",
-                               f"no result after {opts.timeout_s:g} s (last phase: "
-                               f"{last or 'start'}); killed\n{_tail(log_path)}",
-                               time.monotonic() - start)
+                timed_out = True
+                break
             try:
                 phase = Path(spec["status_file"]).read_text(encoding="utf-8")
             except OSError:
@@ -137,9 +135,11 @@ def spawn_worker(spec: dict[str, Any], env: dict[str, str], opts: RunOptions, wo
                 last = phase
                 on_phase(phase)
             time.sleep(POLL_S)
+    # Also after a normal exit: compile workers the worker left behind must not outlive it.
+    _kill(proc)
     seconds = time.monotonic() - start
     out = Path(spec["out"])
-    if out.is_file():
+    if out.is_file():  # a worker that wrote its result and then hung at exit still counts
         try:
             data = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
@@ -147,6 +147,9 @@ def spawn_worker(spec: dict[str, Any], env: dict[str, str], opts: RunOptions, wo
         if data.get("ok"):
             return Outcome(True, data, seconds=seconds)
         return Outcome(False, data, data.get("category", "infra"), data.get("error"), seconds)
+    if timed_out:
+        return Outcome(False, {}, "timeout", f"no result after {opts.timeout_s:g} s (last "
+                       f"phase: {last or 'start'}); killed\n{_tail(log_path)}", seconds)
     code = proc.returncode
     how = (f"killed by {_signal_name(code)}" + (" (possibly out of memory)" if code == -9 else "")
            if code < 0 else f"exited with status {code}")

@@ -152,3 +152,14 @@ def test_a_model_that_passed_and_is_skipped_on_head_gates():
     c = compare(base, head)
     assert c.gating_regression and c.headline.gating == 1
     assert [r.model for r in c.newly_failing] == ["m"]
+
+
+def test_no_cold_compile_verdict_when_a_side_reused_its_cache():
+    base = run_results([model_result("m", cold_s=10.0)])
+    warm_head = model_result("m", cold_s=1.0, seed=1)
+    warm_head = warm_head.model_copy(update={
+        "compile": warm_head.compile.model_copy(update={"cache_dir_was_empty": False})})
+    [row] = compare(base, run_results([warm_head])).rows
+    assert row.cold_compile is None
+    [row] = compare(base, run_results([model_result("m", cold_s=1.0, seed=1)])).rows
+    assert row.cold_compile is not None and row.cold_compile.verdict is Verdict.IMPROVEMENT

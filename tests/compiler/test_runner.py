@@ -97,6 +97,13 @@ def test_failures_are_isolated_and_classified(harness_suite):
     assert "package not installed" in got["needs_pkg"].error
 
 
+def test_a_worker_that_hangs_after_writing_keeps_its_result(harness_suite):
+    opts = RunOptions(timeout_s=20, warm=False, **FAST)
+    res = run_job(_job(harness_suite, "lingers"), opts)
+    assert res.category is Category.EAGER_ERROR, (res.category, res.error)
+    assert "eager fails after the thread started" in res.error
+
+
 def test_worker_output_is_json_even_for_infra_errors(tmp_path):
     """A spec naming a model that does not exist is an infra error, written, not a crash."""
     spec = {"suite": "micro", "model": "no_such_model", "phase": "cold",

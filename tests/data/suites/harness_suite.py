@@ -77,3 +77,16 @@ def cuda_only():
 @model("needs_pkg", requires=("package_that_is_not_installed_anywhere",))
 def needs_pkg():
     return torch.sin, (torch.randn(4),)
+
+
+@model("lingers")
+def lingers():
+    """Leaves a non-daemon thread behind, so the worker hangs at exit after writing."""
+    import threading
+
+    threading.Thread(target=time.sleep, args=(3600,)).start()
+
+    def fn(x):
+        raise ValueError("eager fails after the thread started")
+
+    return fn, (torch.randn(4),)
