@@ -106,7 +106,23 @@ def validate_outdir(outdir: Path) -> tuple[RunResults, RunResults]:
     missing = [n for n in REQUIRED if not (outdir / n).is_file()]
     if missing:
         raise ResultsFileError(f"{outdir}: missing {', '.join(missing)}")
-    return _load(outdir / "base.json"), _load(outdir / "head.json")
+    runs = _load(outdir / "base.json"), _load(outdir / "head.json")
+    for name, run in zip(("base.json", "head.json"), runs, strict=True):
+        _check_samples(name, run)
+    return runs
+
+
+# The bootstrap in compare costs resamples x samples; an honest run has a few hundred samples
+# per model, and a hostile one must not be able to stall the privileged job.
+MAX_SAMPLES = 10_000
+
+
+def _check_samples(name: str, run: RunResults) -> None:
+    for r in run.results:
+        n = len(r.latency.compiled_us) + len(r.latency.eager_us) if r.latency else 0
+        if n > MAX_SAMPLES:
+            raise ResultsFileError(f"{name}: {r.model}: {n} timing samples is over the "
+                                   f"{MAX_SAMPLES} that post accepts")
 
 
 def _load(path: Path) -> RunResults:
@@ -129,9 +145,10 @@ def _check_target(repo: str, pr: int | None, sha: str, head: RunResults) -> None
     if not _SHA.match(sha):
         raise UsageError(f"--sha {sha!r}: expected a full lowercase hex commit id")
     commit = head.git.commit
-    if commit is not None and not sha.startswith(commit):
-        raise ResultsFileError(f"head.json was measured on {commit}, not on --sha {sha}: "
-                               "refusing to post results of another commit")
+    if commit != sha:
+        raise ResultsFileError(f"head.json was measured on {commit or 'an unknown commit'}, "
+                               f"not on --sha {sha}: refusing to post results of another "
+                               "commit")
     if head.git.pr is not None and pr is not None and head.git.pr != pr:
         raise ResultsFileError(f"head.json is for PR #{head.git.pr}, not --pr {pr}")
 
@@ -168,9 +185,12 @@ def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
 
 
 def _ingest(db_url: str, runs: tuple[RunResults, RunResults]) -> None:
+    """Store what a PR job measured as PR runs, whatever the (untrusted) files claim, so that
+    they can never pose as nightlies in the trends."""
     from compilewatch.db import store_runs
 
-    store_runs(db_url, *runs)
+    store_runs(db_url, *(r.model_copy(update={
+        "settings": r.settings.model_copy(update={"trigger": "pr"})}) for r in runs))
 
 
 def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,

@@ -202,6 +202,9 @@ HOSTILE = {
     "wrong schema version": lambda d: d.update(schema_version=99),
     "other commit": lambda d: d["git"].update(commit="c" * 40),
     "other pr": lambda d: d["git"].update(pr=PR + 1),
+    "no commit": lambda d: d["git"].update(commit=None),
+    "short commit": lambda d: d["git"].update(commit=d["git"]["commit"][:7]),
+    "50k samples": lambda d: d["results"][0]["latency"].update(compiled_us=[1.0] * 50_000),
 }
 
 
@@ -315,3 +318,18 @@ def test_pr_lookup_by_commit_refuses_a_moved_head(fake_github: FakeGitHub,
     result = CliRunner().invoke(main, args, env={"GITHUB_TOKEN": TOKEN})
     assert result.exit_code == 2 and "no single open pull request" in result.stderr
     assert fake_github.comments == {} and fake_github.check_runs == {}
+
+
+def test_db_ingest_stores_pr_runs_whatever_the_files_claim(fake_github: FakeGitHub,
+                                                           tmp_path: Path) -> None:
+    from compilewatch.db import connect, runs_for_pr
+
+    out = write_outdir(tmp_path)
+    _edit_head(out, lambda d: d["settings"].update(trigger="nightly"))
+    url = f"sqlite:///{tmp_path / 'cw.db'}"
+    result = post(fake_github, out, "--db", url)
+    assert result.exit_code == 0, result.output
+    assert "ingested" in result.stdout
+    with connect(url) as db:
+        runs = runs_for_pr(db, PR)
+    assert runs and {r.trigger for r in runs} == {"pr"}
