@@ -461,6 +461,10 @@ def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
 @click.option("--trends-url", default=None,
               help="Base URL of the published trends dashboard; the comment links each "
                    "model's trend page.")
+@click.option("--config-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None,
+              help="A trusted checkout (the default branch) whose [tool.compilewatch] thresholds "
+                   "and baseline file judge the PR. Default: built-in thresholds, no baseline.")
 @click.option("--comment-author", default=None,
               help="Login whose marked comment is ours. Default: any bot account.")
 @click.option("--retries", type=click.IntRange(0, 20), default=5, show_default=True,

@@ -68,13 +68,23 @@ class PostReport:
 
 
 def trusted_render(base: RunResults, head: RunResults, report_url: str | None,
-                   trends_url: str | None = None) -> Rendered:
-    """compare + render_markdown from this package (the only text ``post`` publishes)."""
+                   trends_url: str | None = None, config_dir: Path | None = None) -> Rendered:
+    """compare + render_markdown from this package (the only text ``post`` publishes).
+
+    Thresholds and the baseline come from ``config_dir``, a trusted checkout (the default
+    branch), never from the PR: a PR must not be able to loosen its own gate.
+    """
+    from compilewatch.bot.baseline import load_baseline
     from compilewatch.bot.compare import compare
+    from compilewatch.bot.project import load_project_config
     from compilewatch.bot.render import MARKER, render_markdown
     from compilewatch.bot.sitemap import trend_url_template
 
-    comparison = compare(base, head)
+    thresholds = baseline = None
+    if config_dir is not None:
+        project = load_project_config(config_dir)
+        thresholds, baseline = project.threshold_policy(), load_baseline(project.baseline_path)
+    comparison = compare(base, head, thresholds=thresholds, baseline=baseline)
     h = comparison.headline
     title = (f"{h.gating} gating regression(s)" if comparison.gating_regression
              else "No gating regression") + f"; {h.regressions} regressed, " \
@@ -171,6 +181,7 @@ def find_pull_request(repository: Repository, sha: str, head_label: str | None) 
 
 def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
                   report_url: str | None = None, trends_url: str | None = None,
+                  config_dir: Path | None = None,
                   render: Renderer | None = None) -> tuple[RunResults, RunResults, Rendered]:
     """Validate and render without touching GitHub (also what ``--dry-run`` shows)."""
     for option, url in (("--report-url", report_url), ("--trends-url", trends_url)):
@@ -178,7 +189,8 @@ def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
             raise UsageError(f"{option} {url[:80]!r}: expected an http(s) URL")
     base, head = validate_outdir(outdir)
     _check_target(repo, pr, sha, head)
-    out = (render or functools.partial(trusted_render, trends_url=trends_url))(
+    out = (render or functools.partial(trusted_render, trends_url=trends_url,
+                                       config_dir=config_dir))(
         base, head, report_url)
     body = fit_comment(neutralise(out.body, keep=out.marker))
     return base, head, Rendered(body, neutralise(out.title), out.gating_regression, out.marker)
@@ -199,7 +211,7 @@ def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
                 policy: RetryPolicy = DEFAULT_POLICY, only_if_changed: bool = False,
                 use_status: bool = False, check_name: str = "compilewatch",
                 report_url: str | None = None, trends_url: str | None = None,
-                comment_author: str | None = None,
+                config_dir: Path | None = None, comment_author: str | None = None,
                 db_url: str | None = None, dry_run: bool = False,
                 render: Renderer | None = None) -> PostReport:
     """Validate ``outdir``, then post one sticky comment and one check (or status).
@@ -210,7 +222,7 @@ def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
         raise UsageError(f"--head-label {head_label[:80]!r}: expected OWNER:BRANCH")
     base, head, rendered = render_outdir(outdir, repo=repo, pr=pr, sha=sha,
                                          report_url=report_url, trends_url=trends_url,
-                                         render=render)
+                                         config_dir=config_dir, render=render)
     if dry_run:
         return PostReport(rendered)
     if credentials is None:

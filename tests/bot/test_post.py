@@ -333,3 +333,20 @@ def test_db_ingest_stores_pr_runs_whatever_the_files_claim(fake_github: FakeGitH
     with connect(url) as db:
         runs = runs_for_pr(db, PR)
     assert runs and {r.trigger for r in runs} == {"pr"}
+
+
+def test_thresholds_come_from_the_trusted_config_dir(fake_github: FakeGitHub,
+                                                     tmp_path: Path) -> None:
+    """The default gate fails on the new graph break; the trusted config turns that gate off."""
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    (trusted / "pyproject.toml").write_text(
+        "[tool.compilewatch.thresholds]\ngraph_breaks = { gate = false }\n"
+        "compiled_time = { gate = false }\ncold_compile = { gate = false }\n"
+        "memory = { gate = false }\n")
+    out = write_outdir(tmp_path)
+    strict = post(fake_github, out, "--dry-run", token=None)
+    assert "check would be failure" in strict.stderr
+    loose = post(fake_github, out, "--dry-run", "--config-dir", str(trusted), token=None)
+    assert loose.exit_code == 0, loose.output
+    assert "check would be success" in loose.stderr

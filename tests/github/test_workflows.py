@@ -63,12 +63,16 @@ def test_pr_workflow_is_read_only_and_gates_forks_on_a_label() -> None:
 
 
 def test_comment_workflow_never_runs_pr_code() -> None:
-    text = (WORKFLOWS / "compilewatch-comment.yml").read_text()
     workflow = load("compilewatch-comment.yml")
     job = workflow["jobs"]["comment"]
-    assert job["permissions"] == {"actions": "read", "checks": "write",
+    assert job["permissions"] == {"actions": "read", "checks": "write", "contents": "read",
                                   "pull-requests": "write"}
-    assert "actions/checkout" not in text
+    # The only checkout is the default branch's (trusted settings), never the PR's head.
+    checkouts = [s for s in job["steps"] if "actions/checkout" in s.get("uses", "")]
+    assert [c["with"]["ref"] for c in checkouts] == [
+        "${{ github.event.repository.default_branch }}"]
+    assert all(c["with"]["persist-credentials"] is False for c in checkouts)
+    assert "head_sha" not in str(checkouts) and "head_branch" not in str(checkouts)
     download = next(s for s in job["steps"] if "download-artifact" in s.get("uses", ""))
     assert download["with"]["path"].startswith("${{ runner.temp }}")
     post = job["steps"][-1]
