@@ -82,10 +82,39 @@ class CompileProbe:
     events: list[KeyEvent] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     overhead_s: float = 0.0
+    fx_states: dict[str, str] = field(default_factory=dict)  # key -> the lookup's own verdict
 
     def install(self) -> None:
         self._wrap("torch._inductor.codecache", "compiled_fx_graph_hash", "fx")
         self._wrap("torch._functorch._aot_autograd.autograd_cache", "autograd_cache_key", "aot")
+        self._wrap_fx_lookup()
+
+    def _wrap_fx_lookup(self) -> None:
+        """Record each FX lookup's own verdict (``cache_info["cache_state"]``) by key.
+
+        Counter windows alone can misattribute: an AOTAutograd hit loads its FX graph without
+        hashing it, so its hit would land in the window of the previous key.
+        """
+        try:
+            from torch._inductor.codecache import FxGraphCache
+
+            original = FxGraphCache.load_with_key
+        except (ImportError, AttributeError) as e:
+            self.unknown.append(f"fx lookup states from counters only: {e}")
+            return
+
+        def load_with_key(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            try:
+                key = args[0] if args else kwargs["key"]
+                state = result[1].get("cache_state")
+                if state in ("hit", "miss", "bypass"):
+                    self.fx_states[str(key)] = state
+            except Exception as e:  # never let bookkeeping break a compile
+                self.unknown.append(f"fx lookup state not read: {type(e).__name__}: {e}")
+            return result
+
+        FxGraphCache.load_with_key = staticmethod(load_with_key)  # type: ignore[method-assign]
 
     def _wrap(self, module_name: str, attr: str, kind: str) -> None:
         import importlib
@@ -136,11 +165,15 @@ class CompileProbe:
         return list(lines) if str(again) == key else []
 
     def resolve_states(self) -> None:
-        """Attribute hit/miss/bypass to each key from the counter delta to the next key."""
+        """Each key's hit/miss/bypass: the FX lookup's own verdict where it was seen, else the
+        counter delta to the next key of the same kind (AOTAutograd keys)."""
         final = _counter_snapshot()
         for kind in ("fx", "aot"):
             evs = [e for e in self.events if e.kind == kind]
             for i, ev in enumerate(evs):
+                if kind == "fx" and ev.key in self.fx_states:
+                    ev.state = self.fx_states[ev.key]
+                    continue
                 after = evs[i + 1].before if i + 1 < len(evs) else final
                 for state in ("hit", "miss", "bypass"):
                     name = f"{kind}_{state}"

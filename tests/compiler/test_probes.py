@@ -17,3 +17,22 @@ def test_components_and_readable_values():
     assert comps == {"gm": "abc123", "example_inputs[0]": "def456",
                      "inductor_config[max_autotune]": "ghi789", "torch_version": "jkl000"}
     assert values == {"example_inputs[0]": "float32[8, 16] stride=(16, 1) cpu"}
+
+
+def test_lookup_verdict_beats_the_counter_window():
+    """A miss followed, in the same window, by another graph's AOT-path hit stays a miss."""
+    from torch._dynamo.utils import counters
+
+    from compilewatch.compiler.probes import CompileProbe, KeyEvent, counters_now
+
+    counters.clear()
+    probe = CompileProbe()
+    probe.events.append(KeyEvent("fx", "keyA", {}, {}, counters_now()))
+    counters["inductor"]["fxgraph_cache_miss"] += 1
+    counters["inductor"]["fxgraph_cache_hit"] += 1  # loaded for another graph, no key event
+    probe.resolve_states()
+    assert probe.events[0].state == "hit"  # what the window alone concludes
+    probe.fx_states["keyA"] = "miss"
+    probe.resolve_states()
+    assert probe.events[0].state == "miss"
+    counters.clear()
