@@ -126,6 +126,8 @@ def judge(outcome_ok: bool, data: dict[str, Any], error: str | None = None) -> s
                f"cache miss(es), {c.get('fx_hit', 0)} hit(s)"
     if c.get("fx_hit", 0) == 0:
         return "loading it produced no FX graph cache hit"
+    if c.get("fx_bypass", 0) > 0:
+        return f"{c['fx_bypass']} FX graph(s) bypassed the cache: not all of it is covered"
     acc = data.get("accuracy") or {}
     if acc.get("passed") is not True:
         return f"hot-loaded outputs differ from eager: max abs err {acc.get('max_abs_err')} " \

@@ -255,6 +255,28 @@ def _save_artifact(path: str) -> dict[str, Any]:
                                     f"{e}", 1000)}
 
 
+def check_accuracy(fn: Any, compiled: Any, out: Any, eager_out: Any, inputs: tuple[Any, ...],
+                   sweep: list[tuple[Any, ...]], tol: tuple[float, float], det: bool,
+                   cfg: dict[str, Any]) -> dict[str, Any]:
+    """Compiled vs eager on the example inputs, then on every sweep input: each recompiled
+    graph (or each hot-loaded one, when verifying a cache artifact) must be right too."""
+    atol, rtol = tol
+    ok = accuracy.compare(out, eager_out, atol, rtol)
+    if not ok.passed:
+        ok = accuracy.compare(out, eager_out, atol, rtol,
+                              fp64=_fp64_reference(fn, inputs, cfg["device"]))
+    for args in sweep if ok.passed else []:
+        with _precision(cfg["device"], cfg["dtype"]):
+            want, got = _clone(fn(*args)), _clone(compiled(*args))
+        ok = accuracy.compare(got, want, atol, rtol)
+        if not ok.passed:
+            ok = accuracy.compare(got, want, atol, rtol,
+                                  fp64=_fp64_reference(fn, args, cfg["device"]))
+        if not ok.passed:
+            break
+    return ok.as_dict(atol, rtol, det)
+
+
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """Everything one worker process measures; raises ``Failure`` on a classified failure."""
     import torch
@@ -290,12 +312,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     result["cache_unknown"] = "; ".join(probe.unknown) or None
     if spec.get("measure", True) or spec.get("accuracy"):
         _status(spec, f"{spec['phase']}: accuracy")
-        atol, rtol = mspec.tolerance(cfg["dtype"])
-        ok = accuracy.compare(out, eager_out, atol, rtol)
-        if not ok.passed:
-            ok = accuracy.compare(out, eager_out, atol, rtol,
-                                  fp64=_fp64_reference(fn, inputs, cfg["device"]))
-        result["accuracy"] = ok.as_dict(atol, rtol, det)
+        result["accuracy"] = check_accuracy(fn, compiled, out, eager_out, inputs, sweep,
+                                            mspec.tolerance(cfg["dtype"]), det, cfg)
     if spec.get("measure", True):
         measure_steady_state(spec, fn, compiled, inputs, result)
     return result
