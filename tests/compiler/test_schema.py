@@ -27,6 +27,20 @@ def _valid() -> dict:
     return json.loads(run_results([model_result("a"), model_result("b")]).model_dump_json())
 
 
+def test_atomic_write_leaves_no_temp_file_and_honours_umask(tmp_path):
+    import os
+
+    from compilewatch.compiler.schema import write_atomic
+
+    write_atomic(tmp_path / "a.txt", "text")
+    write_atomic(tmp_path / "b.bin", b"\x00\x01")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.bin"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o666 & ~mask
+    assert (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
+
+
 def test_round_trip(tmp_path):
     res = run_results([model_result("a", graph_breaks=["x"], recompiles=["y"])])
     save_results(res, tmp_path / "r.json")
