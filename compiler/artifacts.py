@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -164,8 +165,12 @@ def manifests_in(root: Path) -> list[Path]:
 
 
 def select(root: Path, *, suite: str, model: str, slug: str, fingerprint: str,
-           torch_version: str) -> Path:
-    """The newest verified artifact for this job and environment, checked; or raise why not."""
+           torch_version: str, private: Path | None = None) -> Path:
+    """The newest verified artifact for this job and environment, checked; or raise why not.
+
+    With ``private`` (a directory only this run writes), the artifact is copied there first and
+    the copy is checked and returned: what is loaded is exactly what was hashed.
+    """
     found: list[tuple[str, Manifest, ArtifactEntry, Path]] = []
     problems: list[str] = []
     for mpath in manifests_in(root):
@@ -187,7 +192,13 @@ def select(root: Path, *, suite: str, model: str, slug: str, fingerprint: str,
             f"no artifact for this environment: fingerprint {fingerprint} is not "
             f"{found[0][1].fingerprint} (torch {found[0][1].torch}) of the newest one")
     _, man, entry, folder = matching[0]
-    return check(folder / entry.file, man, entry, torch_version)
+    path = folder / entry.file
+    if private is not None:
+        try:
+            path = Path(shutil.copyfile(path, private / entry.file))
+        except OSError as e:
+            raise CacheArtifactError(f"{path}: cannot copy: {e.strerror}") from None
+    return check(path, man, entry, torch_version)
 
 
 def check(path: Path, man: Manifest, entry: ArtifactEntry, torch_version: str) -> Path:

@@ -231,7 +231,7 @@ def _published_start(job: Job, spec: dict[str, Any], opts: RunOptions, workdir: 
     try:
         path = artifacts.select(wc.root, suite=job.suite.name, model=job.spec.name,
                                 slug=job.config.slug, fingerprint=wc.fingerprint,
-                                torch_version=wc.torch_version)
+                                torch_version=wc.torch_version, private=workdir)
     except CacheArtifactError as e:
         notes.append(f"warm cache refused: {e}")
         return None

@@ -43,6 +43,16 @@ def test_publish_dir_copies_only_verified_artifacts(tmp_path: Path) -> None:
     found = art.select(tmp_path / "pub", suite="micro", model="good",
                        slug="cpu-default-float32-auto", fingerprint=FP, torch_version="2.13.0")
     assert found == target / "micro-good-cpu-default-float32-auto.megacache"
+    # With a private dir the checked copy is what is returned: a later change to the published
+    # file cannot reach the loader.
+    private = tmp_path / "private"
+    private.mkdir()
+    copy = art.select(tmp_path / "pub", suite="micro", model="good",
+                      slug="cpu-default-float32-auto", fingerprint=FP, torch_version="2.13.0",
+                      private=private)
+    assert copy.parent == private and copy.read_bytes() == found.read_bytes()
+    found.write_bytes(b"tampered")
+    assert copy.read_bytes() != b"tampered"
 
 
 def test_publish_refuses_a_file_altered_after_verification(tmp_path: Path) -> None:
