@@ -43,23 +43,45 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def warm_cache_options(fn: F) -> F:
-    """``--warm-cache`` and its companions, shared by ``run`` and ``pr``."""
-    options = [
-        click.option("--warm-cache", default=None, metavar="DIR|release",
-                     help="Also time a warm-start compile: load the newest verified cache "
-                          "artifact for this environment from DIR (a `compilewatch nightly` "
-                          "publish dir) or from the newest nightly release of "
-                          "--warm-cache-repo. A refused artifact is noted in the result and "
-                          "the run goes on cold."),
-        click.option("--warm-cache-repo", default=None,
-                     help="OWNER/NAME for --warm-cache release."),
-        click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
-                     help="Environment variable holding the token for --warm-cache release."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+def _stacked(*options: Callable[[F], F]) -> Callable[[F], F]:
+    """Options several commands share, declared once, in the order they show in --help."""
+
+    def decorate(fn: F) -> F:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return decorate
+
+
+measure_options = _stacked(
+    click.option("--model", "models", multiple=True,
+                 help="Only these models (exact names or shell globs). Repeatable."),
+    click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu",
+                 show_default=True, help="Device to compile for."),
+    click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
+                 help="Seconds one worker process (one model, one phase) may take before it "
+                      "is killed and recorded as a timeout."),
+    click.option("--rounds", type=int, default=30, show_default=True,
+                 help="Interleaved eager/compiled timing rounds per model."),
+    click.option("--block-ms", type=float, default=20.0, show_default=True,
+                 help="Target wall time of one timed block of back-to-back calls."),
+)
+"""``--model``, ``--device``, ``--timeout``, ``--rounds``, ``--block-ms``: run, pr, nightly."""
+
+warm_cache_options = _stacked(
+    click.option("--warm-cache", default=None, metavar="DIR|release",
+                 help="Also time a warm-start compile: load the newest verified cache "
+                      "artifact for this environment from DIR (a `compilewatch nightly` "
+                      "publish dir) or from the newest nightly release of "
+                      "--warm-cache-repo. A refused artifact is noted in the result and "
+                      "the run goes on cold."),
+    click.option("--warm-cache-repo", default=None,
+                 help="OWNER/NAME for --warm-cache release."),
+    click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+                 help="Environment variable holding the token for --warm-cache release."),
+)
+"""``--warm-cache`` and its companions, shared by ``run`` and ``pr``."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -75,14 +97,11 @@ def main() -> None:
 
 
 @main.command("run")
+@measure_options
 @click.option("--suite", "suites", multiple=True,
               help="Suite to run: a built-in name (micro, hf, vision, timm), a Python file, or a "
                    "module. Repeatable. Default: [tool.compilewatch] suites of ./pyproject.toml, "
                    "else micro.")
-@click.option("--model", "models", multiple=True,
-              help="Only these models (exact names or shell globs). Repeatable.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-              help="Device to compile for.")
 @click.option("--mode", "modes", multiple=True,
               type=click.Choice(["default", "reduce-overhead", "max-autotune"]),
               help="torch.compile mode; repeatable for a sweep. Default: each model's own "
@@ -96,13 +115,6 @@ def main() -> None:
                    "model's own.")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("results.json"), show_default=True, help="Results JSON to write.")
-@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
-              help="Seconds one worker process (one model, one phase) may take before it is "
-                   "killed and recorded as a timeout.")
-@click.option("--rounds", type=int, default=30, show_default=True,
-              help="Interleaved eager/compiled timing rounds per model.")
-@click.option("--block-ms", type=float, default=20.0, show_default=True,
-              help="Target wall time of one timed block of back-to-back calls.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Inductor cache root to reuse. Default: a fresh empty dir per model, so that "
                    "the cold compile is really cold.")
@@ -130,20 +142,12 @@ def run_cmd(**kwargs: Any) -> None:
 
 
 @main.command("nightly")
+@measure_options
 @click.option("--suite", "suites", multiple=True,
               help="Suite to run (as for run). Repeatable. Default: the repository's suites.")
-@click.option("--model", "models", multiple=True, help="Only these models. Repeatable.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-              help="Device to compile for.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("nightly"), show_default=True,
               help="Output folder: results.json and artifacts/ (manifest.json, *.megacache).")
-@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
-              help="Seconds one worker process may take.")
-@click.option("--rounds", type=int, default=30, show_default=True,
-              help="Interleaved eager/compiled timing rounds per model.")
-@click.option("--block-ms", type=float, default=20.0, show_default=True,
-              help="Target wall time of one timed block.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
 @click.option("--no-db", is_flag=True, help="Do not store the run or the artifacts.")
 @click.option("--publish-only", is_flag=True,
@@ -349,6 +353,7 @@ def baseline_update_cmd(**kwargs: Any) -> None:
 
 
 @main.command("pr")
+@measure_options
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="The git checkout holding both refs.")
 @click.option("--base", default=None,
@@ -361,20 +366,10 @@ def baseline_update_cmd(**kwargs: Any) -> None:
 @click.option("--suite", "suites", multiple=True,
               help="Suite (name, module, or a .py file relative to the repository root). "
                    "Repeatable. Default: each side's own [tool.compilewatch] suites.")
-@click.option("--model", "models", multiple=True,
-              help="Only these models (exact names or shell globs). Repeatable.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-              help="Device to compile for.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("compilewatch-out"), show_default=True,
               help="Output directory: base.json, head.json, comparison.json, comment.md, "
                    "report.html.")
-@click.option("--rounds", type=int, default=30, show_default=True,
-              help="Interleaved eager/compiled timing rounds per model.")
-@click.option("--block-ms", type=float, default=20.0, show_default=True,
-              help="Target wall time of one timed block of back-to-back calls.")
-@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
-              help="Seconds one worker process may take before it is killed.")
 @click.option("--base-python", default=sys.executable, show_default="this interpreter",
               help="Interpreter (torch build) for the base side.")
 @click.option("--head-python", default=sys.executable, show_default="this interpreter",
