@@ -39,10 +39,6 @@ class Delta(_Data):
     threshold: float | None = None
     note: str | None = None
 
-    @property
-    def change(self) -> float | None:
-        return None if self.ratio is None else self.ratio - 1.0
-
 
 class CountDelta(_Data):
     """Graph breaks or recompiles: counts, the expectation from the baseline file if any, and

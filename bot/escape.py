@@ -61,10 +61,6 @@ def md_code(text: str) -> Markup:
     return Markup(f"<code>{md_escape(text)}</code>")
 
 
-def md_safe(text: str) -> Markup:
-    return Markup(md_escape(text))
-
-
 def plain(text: str) -> str:
     """For the terminal: no control characters (escape sequences) from a run reach it."""
     return clean(text)

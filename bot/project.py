@@ -8,7 +8,6 @@ from __future__ import annotations
 import tomllib
 import warnings
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,9 +27,6 @@ class ProjectConfig(BaseModel):
     models: dict[str, ModelOverride] = Field(default_factory=dict)
     baseline: Path = DEFAULT_BASELINE  # relative to ``root``
     root: Path = Field(default=Path("."), exclude=True)
-
-    def known_extra(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
 
     def threshold_policy(self) -> ThresholdPolicy:
         """Defaults merged with ``thresholds`` and the per-model overrides, checked once."""

@@ -37,12 +37,6 @@ class BuildContext:
     dtype: str
     large: bool  # real sizes on GPU runners, small configs on CPU
 
-    @property
-    def torch_dtype(self) -> Any:
-        import torch
-
-        return torch.bfloat16 if self.dtype == "bfloat16" else torch.float32
-
 
 Factory = Callable[..., tuple[Callable[..., Any], tuple[Any, ...]]]
 Sweep = Callable[..., Iterable[tuple[Any, ...]]]
