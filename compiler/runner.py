@@ -29,11 +29,11 @@ from compilewatch.compiler.schema import (
     Config,
     ModelResult,
 )
+from compilewatch.compiler.worker import tail
 from compilewatch.suites.loader import Suite
 from compilewatch.suites.registry import ModelSpec
 
 POLL_S = 0.1
-LOG_TAIL = 4000
 
 PhaseCallback = Callable[[str], None]
 
@@ -81,11 +81,11 @@ class Outcome:
 
 
 def _tail(path: Path) -> str:
+    """The end of a worker's log, cut and cleaned like the worker's own error tails."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace").replace("\x00", "")
+        return tail(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return ""
-    return text if len(text) <= LOG_TAIL else "..." + text[-LOG_TAIL:]
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
