@@ -22,6 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
+from compilewatch.bot.summary import log_console, summary_table
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler.errors import CacheArtifactError, GitHubError, UsageError
 from compilewatch.compiler.runner import JobRun, RunOptions, WarmCache, run_job_full
@@ -69,7 +70,13 @@ def measure_nightly(*, suites: tuple[str, ...], models: tuple[str, ...], device:
                     ) -> tuple[RunResults, list[JobRun]]:
     """Run the suites with artifact saving + verification; write OUT/results.json."""
     from compilewatch.bot import git as gitutil
-    from compilewatch.bot.run import collect_environment, now, plan_jobs, suite_sources
+    from compilewatch.bot.run import (
+        collect_environment,
+        measure_jobs,
+        now,
+        plan_jobs,
+        suite_sources,
+    )
     from compilewatch.suites.loader import resolve_suites
 
     sources = suite_sources(suites, repo)
@@ -77,11 +84,9 @@ def measure_nightly(*, suites: tuple[str, ...], models: tuple[str, ...], device:
     env = collect_environment(python)
     opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s, python=python,
                       artifact_dir=out / "artifacts")
-    console = Console(stderr=True, quiet=quiet)
-    started, runs = now(), []
-    for job in jobs:
-        console.print(f"nightly: {job.suite.name}/{job.spec.name} [{job.config.slug}]")
-        runs.append(run_job_full(job, opts))
+    started = now()
+    runs: list[JobRun] = measure_jobs(jobs, opts, quiet=quiet, console=log_console(),
+                                      measure=run_job_full)
     git = gitutil.head_info(repo) if gitutil.is_repo(repo) else {}
     results = RunResults(
         schema_version=SCHEMA_VERSION, run_id=uuid.uuid4().hex, created_at=started,
@@ -161,6 +166,7 @@ def nightly_command(*, suites: tuple[str, ...], models: tuple[str, ...], device:
         raise UsageError("--publish-release needs --repo OWNER/NAME")
     folder = out / "artifacts"
     tag = tag or f"{tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
+    results: RunResults | None = None
     if not publish_only:
         results, runs = measure_nightly(suites=suites, models=models, device=device, out=out,
                                         timeout_s=timeout_s, rounds=rounds, block_ms=block_ms,
@@ -185,14 +191,16 @@ def nightly_command(*, suites: tuple[str, ...], models: tuple[str, ...], device:
         names = publish_release(folder, gh, tag, prefix=tag_prefix, keep_last=keep_last)
         published.append(f"release {tag}: {', '.join(names)}")
     report = NightlyReport(man, rejected, tuple(published))
-    _print(report, quiet)
+    _print(report, results, quiet)
     return report
 
 
-def _print(report: NightlyReport, quiet: bool) -> None:
+def _print(report: NightlyReport, results: RunResults | None, quiet: bool) -> None:
     if quiet:
         return
-    console = Console(stderr=True)
+    console = log_console()
+    if results is not None:
+        console.print(summary_table(results))
     good = sum(e.verified for e in report.manifest.artifacts)
     console.print(f"cache artifacts: {good} verified of {len(report.manifest.artifacts)}")
     for what, why in report.rejected:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from compilewatch.bot import git as gitutil
 from compilewatch.bot.project import load_project_config
-from compilewatch.bot.summary import summary_table
+from compilewatch.bot.summary import log_console, summary_table
 from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.runner import Job, RunOptions, run_job
+from compilewatch.compiler.runner import Job, PhaseCallback, RunOptions, run_job
 from compilewatch.compiler.schema import (
     SCHEMA_VERSION,
     Config,
@@ -99,11 +99,12 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
 
 
 def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
-                 console: Console | None = None) -> list[Any]:
-    """Run every job with a progress bar showing the model and its phase."""
-    console = console or Console(stderr=True)
-    if not console.is_terminal:
-        console.width = 180  # logs and CI: do not squeeze the summary table to 80 columns
+                 console: Console | None = None,
+                 measure: Callable[[Job, RunOptions, PhaseCallback], Any] = run_job
+                 ) -> list[Any]:
+    """Run every job (``measure``: ``run_job``, or ``run_job_full`` for a nightly) with a
+    progress bar showing the model and its phase."""
+    console = console or log_console()
     results = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("{task.fields[phase]}"))
@@ -112,7 +113,7 @@ def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
         for job in jobs:
             label = f"{job.suite.name}/{job.spec.name} [{job.config.slug}]"
             progress.update(task, description=label, phase="starting")
-            results.append(run_job(job, opts, lambda p: progress.update(task, phase=p)))
+            results.append(measure(job, opts, lambda p: progress.update(task, phase=p)))
             progress.advance(task)
         progress.update(task, description="done", phase="")
     return results
@@ -149,7 +150,7 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                      dynamics=dynamics)
     started = now()
     env = collect_environment(python)
-    console = Console(stderr=True)
+    console = log_console()
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
         wc = None
         if warm_cache:

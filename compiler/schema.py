@@ -138,6 +138,7 @@ class Compile(_Model):
     warm_start_s: Seconds | None = None  # empty cache dir + portable cache artifact loaded
     phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     warm_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
+    warm_start_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     frames: int = Field(0, ge=0)
     graphs: int = Field(0, ge=0)
     guard_count: int | None = Field(None, ge=0)

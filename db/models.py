@@ -170,7 +170,7 @@ class TimingSample(Base):
 
 
 class CompilePhase(Base):
-    """Seconds per compile phase, for the cold and the warm compile."""
+    """Seconds per compile phase, for the cold, the warm and the warm-start compile."""
 
     __tablename__ = "compile_phases"
     result_id: Mapped[int] = mapped_column(

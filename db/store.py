@@ -172,7 +172,8 @@ def _details(conn: Connection, ids: Sequence[int], results: Sequence[ModelResult
                         for i, v in enumerate(r.latency.eager_us)]
             samples += [{"result_id": rid, "side": m.COMPILED, "idx": i, "value_us": v}
                         for i, v in enumerate(r.latency.compiled_us)]
-        for compile_, phase_map in (("cold", r.compile.phases), ("warm", r.compile.warm_phases)):
+        for compile_, phase_map in (("cold", r.compile.phases), ("warm", r.compile.warm_phases),
+                                    ("warm_start", r.compile.warm_start_phases)):
             phases += [{"result_id": rid, "compile": compile_, "phase": k, "seconds": v}
                        for k, v in phase_map.items()]
         breaks += [{"result_id": rid, "idx": i, "reason": b.reason, "count": b.count}

@@ -69,6 +69,8 @@ def test_artifact_is_saved_and_verified_and_warm_start_hits(built: dict) -> None
         assert start.fx_miss == 0 and start.fx_hit >= 1
         # timed, but not compared with cold here: speed lives in benchmarks/warm_start.py
         assert c.warm_start_s is not None and c.warm_start_s > 0
+        # where the warm start spent its time, kept beside the cold and warm breakdowns
+        assert c.warm_start_phases.get("total", 0) > 0 and "dynamo" in c.warm_start_phases
     man = art.read_manifest(built["dir"] / art.MANIFEST_NAME)
     assert [(e.model, e.verified) for e in man.artifacts] == [("scale2", True), ("scale3", True)]
     assert man.torch == built["env"].torch and man.fingerprint == built["env"].fingerprint
