@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
 from functools import cache
@@ -88,4 +89,8 @@ def trends_command(*, out: Path, db_url: str | None = None, suite: str | None = 
     n_steps = sum(len(m.steps) for s in trends.suites for m in s.models)
     print(f"compilewatch: wrote {index} ({len(trends.suites)} suites, {n_models} model configs, "
           f"{n_steps} model steps)")
+    if not trends.suites:
+        print(f"compilewatch: no run matched (ref {ref or '*'}, trigger {trigger or '*'}"
+              f"{f', suite {suite}' if suite else ''}); runs without git information have no "
+              f"ref: try --ref '*'", file=sys.stderr)
     return index

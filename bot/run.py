@@ -115,6 +115,11 @@ def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
             progress.update(task, description=label, phase="starting")
             results.append(measure(job, opts, lambda p: progress.update(task, phase=p)))
             progress.advance(task)
+            if not console.is_terminal and not quiet:
+                # Logs get no live bar: one line per model, so a long job shows its progress.
+                done = getattr(results[-1], "result", results[-1])
+                console.print(f"[{len(results)}/{len(jobs)}] {label}: {done.status.value} "
+                              f"({done.duration_s or 0:.0f} s)", markup=False, highlight=False)
         progress.update(task, description="done", phase="")
     return results
 

@@ -96,6 +96,7 @@ def test_nothing_to_draw_is_an_empty_dashboard(tmp_path: Path) -> None:
                                     f"sqlite:///{tmp_path / 'empty.db'}", "--suite", "hf"])
     assert res.exit_code == 0, res.output
     assert "nothing to draw yet" in (out / "index.html").read_text()
+    assert "no run matched (ref main, trigger nightly, suite hf)" in res.output
 
 
 def test_pr_comment_links_the_model_page(tmp_path: Path) -> None:

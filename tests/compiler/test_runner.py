@@ -58,6 +58,9 @@ def test_cli_run_records_breaks_recompiles_and_warm_cache_hits(harness_suite, tm
     assert any("size mismatch" in r.reason or "x.size()[0]" in r.reason for r in br.recompiles)
     # the summary table names both models
     assert "breaks" in proc.stderr and "branchy" in proc.stderr
+    # no terminal here, so no live bar: a line per finished model shows the progress in logs
+    assert "[1/2] harness/breaks [cpu-default-float32-auto]: pass (" in proc.stderr
+    assert "[2/2] harness/branchy [cpu-default-float32-auto]: pass (" in proc.stderr
 
 
 @pytest.mark.slow
