@@ -13,6 +13,7 @@ the cache and reproduced eager. Output folder::
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 import sys
 import uuid
@@ -123,25 +124,58 @@ def verified_only(folder: Path) -> tuple[art.Manifest, list[Path]]:
     return man.model_copy(update={"artifacts": good}), files
 
 
+def _published(path: Path) -> art.Manifest | None:
+    """The manifest already published under a tag; an unreadable one is replaced, and said."""
+    if not path.is_file():
+        return None
+    try:
+        return art.read_manifest(path)
+    except CacheArtifactError as e:
+        Console(stderr=True).print(f"replacing the published manifest: {e}", markup=False)
+        return None
+
+
 def publish_dir(folder: Path, dest: Path, tag: str) -> Path:
-    """Copy the verified artifacts and their manifest to ``dest/tag/``."""
+    """Copy the verified artifacts to ``dest/tag/`` and list them in its manifest, beside
+    what an earlier nightly of the same tag and environment published there."""
     man, files = verified_only(folder)
     target = dest / tag
+    old = _published(target / art.MANIFEST_NAME)
+
+    def still_there(e: art.ArtifactEntry) -> bool:
+        assert old is not None
+        try:
+            art.check(target / e.file, old, e, old.torch)
+        except CacheArtifactError:
+            return False
+        return True
+
+    merged = art.merge(old, man, still_there)  # refuses another environment before any copy
     target.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        shutil.copyfile(f, target / f.name)
-    art.write_manifest(man, target / art.MANIFEST_NAME)
+    for f in files:  # whole files only: a reader sees the old artifact or the new one
+        part = target / f".{f.name}.part"
+        shutil.copyfile(f, part)
+        os.replace(part, target / f.name)
+    art.write_manifest(merged, target / art.MANIFEST_NAME)
     return target
 
 
 def publish_release(folder: Path, repo: Any, tag: str, *, prefix: str,
                     keep_last: int | None) -> list[str]:
     """Create or update release ``tag`` with the verified artifacts and their manifest."""
-    from compilewatch.bot.releases import publish_release_assets
+    from compilewatch.bot.releases import asset_sizes, download_asset, publish_release_assets
 
     man, files = verified_only(folder)
     staging = folder / ".publish"
     staging.mkdir(exist_ok=True)
+    present = asset_sizes(repo, tag)
+    old = None
+    if art.MANIFEST_NAME in present:
+        old = _published(download_asset(repo, tag, art.MANIFEST_NAME,
+                                        staging / f"published-{art.MANIFEST_NAME}"))
+    # An earlier entry stays listed while its asset is there, whole (its sha256 is re-checked
+    # by whoever downloads it).
+    man = art.merge(old, man, lambda e: present.get(e.file) == e.size_bytes)
     art.write_manifest(man, staging / art.MANIFEST_NAME)
     body = f"Verified compile-cache artifacts, torch {man.torch}, fingerprint {man.fingerprint}."
     rel = publish_release_assets(repo, tag, [*files, staging / art.MANIFEST_NAME],

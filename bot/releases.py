@@ -83,7 +83,7 @@ def publish_release_assets(repo: Repository, tag: str, files: Sequence[Path], *,
             release = repo.create_git_release(tag, title or tag, body, prerelease=prerelease,
                                               make_latest="false" if prerelease else "true")
         elif body or title:
-            release = release.update_release(title or release.title, body or release.body,
+            release = release.update_release(title or release.name, body or release.body,
                                              prerelease=prerelease)
     assets = tuple(_replace_asset(release, Path(f)) for f in files)
     deleted = _prune(repo, prefix, keep_last, tag) if keep_last is not None else ()
@@ -106,6 +106,16 @@ def _prune(repo: Repository, prefix: str, keep_last: int, current: str) -> tuple
                 raise
         deleted.append(old.tag_name)
     return tuple(deleted)
+
+
+def asset_sizes(repo: Repository, tag: str) -> dict[str, int]:
+    """Name -> size of release ``tag``'s finished assets; empty when there is no such release."""
+    release = _find_release(repo, tag)
+    if release is None:
+        return {}
+    with github_errors(f"list the assets of release {tag!r}"):
+        return {a.name: a.size for a in release.get_assets()
+                if not a.name.endswith(UPLOADING_SUFFIX)}
 
 
 def list_release_assets(repo: Repository, tag: str) -> list[AssetInfo]:

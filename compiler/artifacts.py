@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -134,6 +135,30 @@ def judge(outcome_ok: bool, data: dict[str, Any], error: str | None = None) -> s
         return f"hot-loaded outputs differ from eager: max abs err {acc.get('max_abs_err')} " \
                f"(atol {acc.get('atol')}, rtol {acc.get('rtol')})"
     return None
+
+
+def merge(old: Manifest | None, new: Manifest,
+          still_there: Callable[[ArtifactEntry], bool]) -> Manifest:
+    """What a tag lists after ``new`` is published into it: ``new``'s entries, plus ``old``'s
+    entries of other (suite, model, config) whose files are ``still_there``.
+
+    Two nightlies published under one tag (per-suite jobs, a re-run) add up instead of the
+    later hiding the earlier. A tag never mixes environments: that is refused, naming both.
+    """
+    if old is None:
+        return new
+    if (old.fingerprint, old.torch) != (new.fingerprint, new.torch):
+        raise CacheArtifactError(
+            f"the tag already holds artifacts for fingerprint {old.fingerprint} (torch "
+            f"{old.torch}); these are for {new.fingerprint} (torch {new.torch}): publish them "
+            f"under another --tag")
+
+    def ident(e: ArtifactEntry) -> tuple[str, str, str]:
+        return e.suite, e.model, e.config_slug
+
+    fresh = {ident(e) for e in new.artifacts}
+    kept = [e for e in old.artifacts if ident(e) not in fresh and still_there(e)]
+    return new.model_copy(update={"artifacts": [*kept, *new.artifacts]})
 
 
 def write_manifest(manifest: Manifest, path: Path) -> None:

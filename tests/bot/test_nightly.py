@@ -17,12 +17,14 @@ from tests.fakegithub import FakeGitHub
 FP = "f" * 32
 
 
-def _folder(tmp_path: Path) -> Path:
-    folder = tmp_path / "out" / "artifacts"
+def _folder(tmp_path: Path, models: tuple[tuple[str, bool], ...] = (("good", True),
+                                                                    ("bad", False)),
+            fingerprint: str = FP, out: str = "out", payload: bytes = b"") -> Path:
+    folder = tmp_path / out / "artifacts"
     folder.mkdir(parents=True)
     entries = []
-    for model, ok in (("good", True), ("bad", False)):
-        data = model.encode() * 100
+    for model, ok in models:
+        data = model.encode() * 100 + payload
         name = art.artifact_name("micro", model, "cpu-default-float32-auto")
         (folder / name).write_bytes(data)
         entries.append(art.ArtifactEntry(
@@ -30,7 +32,8 @@ def _folder(tmp_path: Path) -> Path:
             size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), verified=ok,
             reason=None if ok else "hot-loaded outputs differ from eager"))
     art.write_manifest(art.Manifest(manifest_version=1, created_at="2026-01-01T00:00:00",
-                                    fingerprint=FP, torch="2.13.0", artifacts=entries),
+                                    fingerprint=fingerprint, torch="2.13.0",
+                                    artifacts=entries),
                        folder / art.MANIFEST_NAME)
     return folder
 
@@ -82,3 +85,62 @@ def test_release_publish_keeps_last_n_and_warm_cache_downloads(
     # Another environment downloads the manifest only, and is refused with the reason.
     other = fetch_release(gh_repo, "nightly-", tmp_path / "dl2", "0" * 32)
     assert not list(other.rglob("*.megacache"))
+
+
+def _models(root: Path) -> list[str]:
+    return sorted(e.model for e in art.read_manifest(root / art.MANIFEST_NAME).artifacts)
+
+
+def _select(root: Path, model: str) -> Path:
+    return art.select(root, suite="micro", model=model, slug="cpu-default-float32-auto",
+                      fingerprint=FP, torch_version="2.13.0")
+
+
+def test_publishing_twice_under_one_tag_adds_up(tmp_path: Path) -> None:
+    """Per-suite nightlies (or a re-run) under one tag: the later keeps the earlier's entries,
+    replaces what it rebuilt, and a tag of another environment is refused untouched."""
+    pub = tmp_path / "pub"
+    publish_dir(_folder(tmp_path, (("good", True),), out="a"), pub, "nightly-1")
+    target = publish_dir(_folder(tmp_path, (("other", True),), out="b"), pub, "nightly-1")
+    assert _models(target) == ["good", "other"]
+    assert _select(pub, "good").read_bytes() == b"good" * 100
+    assert _select(pub, "other").read_bytes() == b"other" * 100
+    # A re-run rebuilds "good": its entry and file are replaced, "other" stays.
+    publish_dir(_folder(tmp_path, (("good", True),), out="c", payload=b"v2"), pub, "nightly-1")
+    assert _models(target) == ["good", "other"]
+    assert _select(pub, "good").read_bytes() == b"good" * 100 + b"v2"
+    assert not list(target.glob(".*.part"))
+    # An earlier entry whose file went missing is not listed again.
+    (target / art.artifact_name("micro", "other", "cpu-default-float32-auto")).unlink()
+    publish_dir(_folder(tmp_path, (("good", True),), out="d"), pub, "nightly-1")
+    assert _models(target) == ["good"]
+    before = (target / art.MANIFEST_NAME).read_bytes()
+    result = CliRunner().invoke(main, ["nightly", "--publish-only", "--out",
+                                       str(_folder(tmp_path, (("new", True),), "0" * 32,
+                                                   out="e").parent),
+                                       "--publish-dir", str(pub), "--tag", "nightly-1",
+                                       "--no-db"])
+    assert result.exit_code == 2, result.output
+    assert f"fingerprint {FP}" in result.output and "another --tag" in result.output
+    assert (target / art.MANIFEST_NAME).read_bytes() == before
+    assert not (target / art.artifact_name("micro", "new", "cpu-default-float32-auto")).exists()
+
+
+def test_a_corrupt_published_manifest_is_replaced(tmp_path: Path) -> None:
+    target = tmp_path / "pub" / "nightly-1"
+    target.mkdir(parents=True)
+    (target / art.MANIFEST_NAME).write_text("{not json")
+    publish_dir(_folder(tmp_path), tmp_path / "pub", "nightly-1")
+    assert _models(target) == ["good"]
+
+
+def test_release_publishing_twice_under_one_tag_adds_up(
+        fake_github: FakeGitHub, gh_repo: Repository, tmp_path: Path) -> None:
+    publish_release(_folder(tmp_path, (("good", True),), out="a"), gh_repo, "nightly-1",
+                    prefix="nightly-", keep_last=None)
+    publish_release(_folder(tmp_path, (("other", True),), out="b"), gh_repo, "nightly-1",
+                    prefix="nightly-", keep_last=None)
+    root = fetch_release(gh_repo, "nightly-", tmp_path / "dl", FP)
+    assert _models(root / "nightly-1") == ["good", "other"]
+    assert _select(root, "good").read_bytes() == b"good" * 100
+    assert _select(root, "other").read_bytes() == b"other" * 100
