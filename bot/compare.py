@@ -61,8 +61,8 @@ def _delta(est: RatioEstimate | None, base: float, head: float, t: MetricThresho
                  threshold=t.regression if t is not None else None, note=note)
 
 
-def _point(base: float | None, head: float | None, t: MetricThreshold) -> Delta | None:
-    """A metric with one sample per side (compile time, peak memory)."""
+def _point(base: float | None, head: float | None, t: MetricThreshold | None) -> Delta | None:
+    """A metric with one sample per side (compile time, peak memory); ``t`` None: shown only."""
     if base is None or head is None:
         return None
     est = ratio_of_medians([base], [head])
@@ -163,6 +163,7 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
     cold = _point(b.compile.cold_s, h.compile.cold_s, t.cold_compile) \
         if both and really_cold else None
     warm = _point(b.compile.warm_s, h.compile.warm_s, t.warm_compile) if both else None
+    warm_start = _point(b.compile.warm_start_s, h.compile.warm_start_s, None) if both else None
     memory = (_point(b.memory.compiled_peak_bytes, h.memory.compiled_peak_bytes, t.memory)
               if both else None)
     acc = _accuracy(b, h, exp.accuracy, t.accuracy)
@@ -173,10 +174,23 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         head_status=h.status.value, head_category=h.category.value, head_error=h.error,
         ran_both=timings is not None, verdict=_overall([d.verdict for d in present]),
         gating=any(d.gating for d in present), compiled_time=compiled, eager_time=eager,
-        speedup=speedup, cold_compile=cold, warm_compile=warm, memory=memory, graph_breaks=gb,
-        recompiles=rc, accuracy=acc, cache_changes=diff_cache(b.cache, h.cache) if both else [],
-        notes=[n for n in [compiled.note if compiled else None] if n],
+        speedup=speedup, cold_compile=cold, warm_compile=warm, warm_start=warm_start,
+        memory=memory, graph_breaks=gb, recompiles=rc, accuracy=acc,
+        cache_changes=diff_cache(b.cache, h.cache) if both else [],
+        notes=[n for n in [compiled.note if compiled else None, _warm_start_note(b, h)] if n],
     )
+
+
+def _warm_start_note(b: ModelResult, h: ModelResult) -> str | None:
+    """Head's warm start from the published artifact missed the cache where base's hit: after
+    this change, whoever starts from that artifact compiles those graphs cold."""
+    bc, hc = b.cache.counters.get("warm_start"), h.cache.counters.get("warm_start")
+    if bc is None or hc is None or hc.fx_miss == 0 or bc.fx_miss > 0:
+        return None
+    what = "this graph" if hc.fx_miss == 1 else "these graphs"
+    return (f"warm start from the published cache artifact: {hc.fx_miss} FX graph cache "
+            f"miss{'es' * (hc.fx_miss != 1)} on head, none on base; after this change, a warm "
+            f"start from that artifact compiles {what} cold")
 
 
 def _ref(r: ModelResult) -> ModelRef:
@@ -199,6 +213,7 @@ def _aggregates(rows: list[ModelRow], bb: dict, hh: dict) -> Aggregates:
     sp = [r.speedup for r in timed if r.speedup and r.speedup.base > 0 and r.speedup.head > 0]
     cold = [r.cold_compile for r in rows if r.cold_compile]
     warm = [r.warm_compile for r in rows if r.warm_compile]
+    start = [r.warm_start for r in rows if r.warm_start]
     n = len(rows)
     passed_b = sum(outcome(bb[(r.suite, r.model, r.config)]) == "pass" for r in rows)
     passed_h = sum(outcome(hh[(r.suite, r.model, r.config)]) == "pass" for r in rows)
@@ -213,6 +228,8 @@ def _aggregates(rows: list[ModelRow], bb: dict, hh: dict) -> Aggregates:
         total_cold_s_head=_sum([d.head for d in cold]),
         total_warm_s_base=_sum([d.base for d in warm]),
         total_warm_s_head=_sum([d.head for d in warm]),
+        total_warm_start_s_base=_sum([d.base for d in start]),
+        total_warm_start_s_head=_sum([d.head for d in start]),
     )
 
 

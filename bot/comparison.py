@@ -104,6 +104,7 @@ class ModelRow(_Data):
     speedup: Delta | None = None  # eager / compiled, context
     cold_compile: Delta | None = None
     warm_compile: Delta | None = None
+    warm_start: Delta | None = None  # empty cache dir + a published artifact: shown, not judged
     memory: Delta | None = None
     graph_breaks: CountDelta | None = None
     recompiles: CountDelta | None = None
@@ -125,6 +126,8 @@ class Aggregates(_Data):
     total_cold_s_head: float | None = None
     total_warm_s_base: float | None = None
     total_warm_s_head: float | None = None
+    total_warm_start_s_base: float | None = None
+    total_warm_start_s_head: float | None = None
 
 
 class Headline(_Data):

@@ -142,6 +142,9 @@ def render_run_html(results: RunResults) -> str:
         if speedups else None,
         "cold_total": sum(m.compile.cold_s or 0.0 for m in results.results),
         "warm_total": sum(m.compile.warm_s or 0.0 for m in results.results),
+        "warm_start_total": sum(starts) if (starts := [
+            m.compile.warm_start_s for m in results.results
+            if m.compile.warm_start_s is not None]) else None,
         "breaks": sum(b.count for m in results.results for b in m.graph_breaks),
         "recompiles": sum(len(m.recompiles) for m in results.results),
     }

@@ -163,3 +163,41 @@ def test_no_cold_compile_verdict_when_a_side_reused_its_cache():
     assert row.cold_compile is None
     [row] = compare(base, run_results([model_result("m", cold_s=1.0, seed=1)])).rows
     assert row.cold_compile is not None and row.cold_compile.verdict is Verdict.IMPROVEMENT
+
+
+def _warm_started(r, seconds: float, fx_hit: int, fx_miss: int):  # type: ignore[no-untyped-def]
+    """``r`` as a run with ``--warm-cache`` writes it: warm-start time and its cache counters."""
+    from compilewatch.compiler.schema import CacheCounters
+
+    r.compile = r.compile.model_copy(update={"warm_start_s": seconds})
+    r.cache = r.cache.model_copy(update={"counters": {
+        **r.cache.counters, "warm_start": CacheCounters(fx_hit=fx_hit, fx_miss=fx_miss)}})
+    return r
+
+
+def test_warm_start_is_shown_not_judged_and_a_head_miss_is_said():
+    from compilewatch.bot.render import render_html, render_markdown
+
+    base = [_warm_started(model_result("hit", seed=1), 1.0, 1, 0),
+            _warm_started(model_result("missed", seed=1), 1.0, 1, 0)]
+    head = [_warm_started(model_result("hit", seed=2), 1.1, 1, 0),
+            _warm_started(model_result("missed", seed=2), 3.0, 0, 2)]
+    c = _cmp(base, head)
+    row = {r.model: r for r in c.rows}
+    assert row["missed"].warm_start.base == 1.0 and row["missed"].warm_start.head == 3.0
+    assert row["missed"].warm_start.verdict is None and not row["missed"].gating
+    assert any("2 FX graph cache misses on head, none on base" in n and "these graphs cold" in n
+               for n in row["missed"].notes)
+    assert not any("warm start" in n for n in row["hit"].notes)
+    assert c.aggregates.total_warm_start_s_base == 2.0
+    assert c.aggregates.total_warm_start_s_head == 4.1
+    md = render_markdown(c)
+    assert "warm start from published artifacts 2.00 s → 4.10 s" in md
+    assert "| warm compile | warm start | breaks |" in md
+    assert "3.00 s +200.0%" in md  # the missed model's warm start, in the all-models table
+    assert "these graphs cold" in md  # its note, in the details
+    html = render_html(c)
+    assert "<th>warm start</th>" in html and "warm start total (published artifacts)" in html
+    # Without warm starts the column is not there at all.
+    plain = render_markdown(_cmp([model_result("a", seed=1)], [model_result("a", seed=2)]))
+    assert "warm start" not in plain

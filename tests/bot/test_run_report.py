@@ -31,6 +31,22 @@ def test_run_report_shows_numbers_and_reasons_escaped():
     assert "2.00×" in html  # the mlp's speedup, eager 100 µs / compiled 50 µs
 
 
+def test_run_report_shows_warm_start_only_when_there_is_one():
+    from compilewatch.compiler.schema import CacheCounters
+
+    run = _run()
+    assert "warm start" not in render_run_html(run)
+    mlp = run.results[0]
+    mlp.compile = mlp.compile.model_copy(update={
+        "warm_start_s": 1.25, "warm_start_phases": {"dynamo": 0.5, "aot_autograd": 0.7}})
+    mlp.cache = mlp.cache.model_copy(update={"counters": {
+        **mlp.cache.counters, "warm_start": CacheCounters(fx_hit=2)}})
+    html = render_run_html(run)
+    assert "<th>warm start</th>" in html and "warm start total<b>1.25 s</b>" in html
+    assert "Warm-start compile phases (empty cache dir + artifact): dynamo 0.50 s · " \
+           "aot_autograd 0.70 s · FX cache 2 hits, 0 misses" in html
+
+
 def test_report_command_from_a_file_and_from_a_run_id(tmp_path):
     run = _run()
     save_results(run, tmp_path / "r.json")
