@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from rich.console import Console
 
 from compilewatch.bot.summary import log_console, summary_table
@@ -140,23 +141,25 @@ def publish_dir(folder: Path, dest: Path, tag: str) -> Path:
     what an earlier nightly of the same tag and environment published there."""
     man, files = verified_only(folder)
     target = dest / tag
-    old = _published(target / art.MANIFEST_NAME)
-
-    def still_there(e: art.ArtifactEntry) -> bool:
-        assert old is not None
-        try:
-            art.check(target / e.file, old, e, old.torch)
-        except CacheArtifactError:
-            return False
-        return True
-
-    merged = art.merge(old, man, still_there)  # refuses another environment before any copy
     target.mkdir(parents=True, exist_ok=True)
-    for f in files:  # whole files only: a reader sees the old artifact or the new one
-        part = target / f".{f.name}.part"
-        shutil.copyfile(f, part)
-        os.replace(part, target / f.name)
-    art.write_manifest(merged, target / art.MANIFEST_NAME)
+    # Shards of one nightly may publish into the same tag at once: read-merge-write under a lock.
+    with FileLock(dest / f".{tag}.publish.lock", timeout=600):
+        old = _published(target / art.MANIFEST_NAME)
+
+        def still_there(e: art.ArtifactEntry) -> bool:
+            assert old is not None
+            try:
+                art.check(target / e.file, old, e, old.torch)
+            except CacheArtifactError:
+                return False
+            return True
+
+        merged = art.merge(old, man, still_there)  # refuses another environment before copying
+        for f in files:  # whole files only: a reader sees the old artifact or the new one
+            part = target / f".{f.name}.part"
+            shutil.copyfile(f, part)
+            os.replace(part, target / f.name)
+        art.write_manifest(merged, target / art.MANIFEST_NAME)
     return target
 
 

@@ -144,3 +144,37 @@ def test_release_publishing_twice_under_one_tag_adds_up(
     assert _models(root / "nightly-1") == ["good", "other"]
     assert _select(root, "good").read_bytes() == b"good" * 100
     assert _select(root, "other").read_bytes() == b"other" * 100
+
+
+def _publish_one(folder: str, pub: str, barrier) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    merge = art.merge
+
+    def slow_merge(*a, **kw):  # type: ignore[no-untyped-def]
+        out = merge(*a, **kw)
+        time.sleep(0.2)  # as if copying large artifacts: the window a second shard would hit
+        return out
+
+    art.merge = slow_merge  # this child process only
+    barrier.wait()
+    publish_dir(Path(folder), Path(pub), "nightly-1")
+
+
+def test_shards_publishing_into_one_tag_at_once_lose_nothing(tmp_path: Path) -> None:
+    import multiprocessing
+
+    names = [f"shard{i}" for i in range(5)]
+    folders = [str(_folder(tmp_path, ((n, True),), out=n)) for n in names]
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(len(names))
+    procs = [ctx.Process(target=_publish_one, args=(f, str(tmp_path / "pub"), barrier))
+             for f in folders]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * len(names)
+    assert _models(tmp_path / "pub" / "nightly-1") == names
+    for n in names:
+        assert _select(tmp_path / "pub", n).read_bytes() == n.encode() * 100
