@@ -89,6 +89,7 @@ def model_result(
     components: dict[str, str] | None = None,
     cold_s: float = 10.0,
     warm_s: float = 2.0,
+    warm_start_s: float | None = None,
     accuracy_passed: bool = True,
     peak_bytes: int | None = None,
     graphs: list[dict[str, str]] | None = None,
@@ -121,6 +122,8 @@ def model_result(
         ),
         compile=Compile(cold_s=cold_s * (1 + rng.gauss(0, 0.05)),
                         warm_s=warm_s * (1 + rng.gauss(0, 0.05)),
+                        warm_start_s=None if warm_start_s is None
+                        else warm_start_s * (1 + rng.gauss(0, 0.05)),
                         phases={"dynamo": 1.0, "aot_autograd": 2.0, "inductor": 6.0,
                                 "codegen": 4.0},
                         frames=1 + len(graph_breaks or []), graphs=1 + len(graph_breaks or []),
@@ -165,7 +168,7 @@ def nightly_history(nights: int = 24, *, models: tuple[str, ...] = ("mlp", "conv
     for night in range(nights):
         results = []
         for model in models:
-            kw: dict[str, Any] = {"cold_s": 10.0, "compiled_us": 50.0}
+            kw: dict[str, Any] = {"cold_s": 10.0, "compiled_us": 50.0, "warm_start_s": 3.0}
             if step and step[0] == model and night >= step[1]:
                 kw.update(step[2])
             results.append(model_result(model, suite=suite, seed=night, **kw))

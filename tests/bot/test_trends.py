@@ -54,6 +54,19 @@ def test_load_trends_finds_the_step_at_its_night(db_url: str) -> None:
     assert {s.metric: s.latest for s in suite.series}["pass_rate"] == 1.0
 
 
+def test_a_warm_start_that_went_cold_is_a_step(tmp_path: Path) -> None:
+    """The published artifacts stop covering a model (a cache-key change on main): its warm
+    start jumps to a cold compile's cost, and that night is marked."""
+    with connect(f"sqlite:///{tmp_path / 'runs.db'}") as db:
+        for run in nightly_history(models=("mlp",), step=("mlp", 10, {"warm_start_s": 9.0})):
+            ingest(db, run)
+        (suite,) = load_trends(db).suites
+    (mlp,) = suite.models
+    assert [(ser.metric, st.night) for ser, st in mlp.steps] == [("warm_start_s", 10)]
+    (start,) = [s for s in mlp.series if s.metric == "warm_start_s"]
+    assert len(start.values) == 24 and start.steps[0].rel_change == pytest.approx(2.0, abs=0.3)
+
+
 def test_trends_command_writes_charts_pages_and_data(db_url: str, tmp_path: Path) -> None:
     out = tmp_path / "site"
     res = CliRunner().invoke(main, ["trends", "--out", str(out), "--db", db_url])
