@@ -80,6 +80,9 @@ warm_cache_options = _stacked(
                  help="OWNER/NAME for --warm-cache release."),
     click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
                  help="Environment variable holding the token for --warm-cache release."),
+    click.option("--github-url", envvar="GITHUB_API_URL", default=None,
+                 help="API base URL for --warm-cache release (GitHub Enterprise: "
+                      "https://HOST/api/v3). Env: GITHUB_API_URL."),
 )
 """``--warm-cache`` and its companions, shared by ``run`` and ``pr``."""
 

@@ -112,14 +112,15 @@ def interleave(base: list[Job], head: list[Job]) -> list[tuple[SideName, Job]]:
 
 
 def _warm_cache(source: str | None, env: Environment, dest: Path, repo: str | None,
-                token_env: str) -> WarmCache | None:
+                token_env: str, github_url: str | None) -> WarmCache | None:
     """Each side loads the published artifact that matches its own interpreter's environment."""
     if not source:
         return None
     from compilewatch.bot.nightly import resolve_warm_cache
 
     dest.mkdir(parents=True, exist_ok=True)
-    return resolve_warm_cache(source, env, dest=dest, repo=repo, token_env=token_env)
+    return resolve_warm_cache(source, env, dest=dest, repo=repo, token_env=token_env,
+                              github_url=github_url)
 
 
 def measure_with_run_job(side: SideName, job: Job, opts: RunOptions) -> ModelResult:
@@ -172,7 +173,7 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
                report_url: str | None = None, fail_on_regression: bool = False,
                quiet: bool = False, no_warm: bool = False, warm_cache: str | None = None,
                warm_cache_repo: str | None = None, token_env: str = "GITHUB_TOKEN",
-               measure: Measure = measure_with_run_job,
+               github_url: str | None = None, measure: Measure = measure_with_run_job,
                environment: Collect = collect_environment) -> Comparison:
     """Measure merge-base and head interleaved, write the five output files, compare.
 
@@ -194,7 +195,8 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
         opts = {s: RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
                               python=pythons[s], warm=not no_warm,
                               warm_cache=_warm_cache(warm_cache, envs[pythons[s]],
-                                                     Path(dl) / s, warm_cache_repo, token_env))
+                                                     Path(dl) / s, warm_cache_repo, token_env,
+                                                     github_url))
                 for s in SIDES}
         plans = {s: plan_side(side_sources(suites, trees[s]), device=device, models=models)
                  for s in SIDES}

@@ -145,7 +145,7 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                 trigger: str = "local", git: dict[str, Any] | None = None,
                 side: str | None = None, warm_cache: str | None = None,
                 warm_cache_repo: str | None = None,
-                token_env: str = "GITHUB_TOKEN") -> RunResults:
+                token_env: str = "GITHUB_TOKEN", github_url: str | None = None) -> RunResults:
     """Measure, write ``out`` and store the run (``db_url`` or the embedded SQLite default)."""
     if rounds < 1 or block_ms <= 0 or timeout_s <= 0:
         raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
@@ -162,7 +162,7 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
             from compilewatch.bot.nightly import resolve_warm_cache
 
             wc = resolve_warm_cache(warm_cache, env, dest=Path(dl), repo=warm_cache_repo,
-                                    token_env=token_env)
+                                    token_env=token_env, github_url=github_url)
         opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
                           warm=not no_warm, cache_root=cache_dir, python=python, warm_cache=wc)
         model_results = measure_jobs(jobs, opts, quiet=quiet, console=console)

@@ -70,10 +70,12 @@ class Recorder:
 
     def __init__(self, fail: bool = False) -> None:
         self.calls: list[tuple[str, str, str]] = []
+        self.opts: dict[str, RunOptions] = {}
         self.fail = fail
 
     def __call__(self, side: str, job: Job, opts: RunOptions) -> ModelResult:
         self.calls.append((side, job.spec.name, job.suite.source))
+        self.opts[side] = opts
         if self.fail:
             raise RuntimeError("measuring blew up")
         return model_result(job.spec.name, suite=job.suite.name, config=job.config,
@@ -169,6 +171,44 @@ def test_same_commit_needs_two_interpreters(repo: Path, tmp_path: Path) -> None:
     other = os.path.join(os.path.dirname(sys.executable), ".", os.path.basename(sys.executable))
     fake_pr(repo, tmp_path / "out", rec, base="main", head="main", head_python=other)
     assert [(side, name) for side, name, _ in rec.calls] == [("base", "a"), ("head", "a")]
+
+
+def test_warm_cache_gives_each_side_its_own_environment(repo: Path, tmp_path: Path) -> None:
+    """Each side warm-starts from the artifact of its own interpreter's environment; a release
+    without a usable nightly leaves the run cold, with a message."""
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    other = os.path.join(os.path.dirname(sys.executable), ".", os.path.basename(sys.executable))
+    envs = {sys.executable: environment(torch="2.13.0", fingerprint="a" * 32),
+            other: environment(torch="2.14.0", fingerprint="b" * 32)}
+    rec = Recorder()
+    pr_command(repo=repo, out=tmp_path / "out", measure=rec, environment=lambda p: envs[p],
+               quiet=True, base="main", head="main", head_python=other,
+               warm_cache=str(tmp_path / "published"))
+    base, head = rec.opts["base"].warm_cache, rec.opts["head"].warm_cache
+    assert base is not None and head is not None
+    assert base.root == head.root == tmp_path / "published"
+    assert (base.fingerprint, base.torch_version) == (envs[sys.executable].fingerprint, "2.13.0")
+    assert (head.fingerprint, head.torch_version) == (envs[other].fingerprint, "2.14.0")
+    with pytest.raises(UsageError, match="needs --repo"):
+        fake_pr(repo, tmp_path / "out2", Recorder(), base="main", head="main",
+                head_python=other, warm_cache="release")
+
+
+def test_warm_cache_release_without_a_nightly_runs_cold(repo: Path, tmp_path: Path,
+                                                  fake_github: FakeGitHub,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"models.py": suite_file("a", "b")}, "B")
+    rec = Recorder()
+    monkeypatch.setenv("COMPILEWATCH_TEST_TOKEN", TOKEN)
+    fake_pr(repo, tmp_path / "out", rec, base="main", head="feature", warm_cache="release",
+            warm_cache_repo=REPO, token_env="COMPILEWATCH_TEST_TOKEN",
+            github_url=fake_github.base_url)  # the fake repository has no nightly release
+    assert rec.opts["base"].warm_cache is None and rec.opts["head"].warm_cache is None
+    assert "no release tagged nightly-*" in capsys.readouterr().err
+    assert fake_github.calls("GET", r"/releases")  # it asked the fake, not api.github.com
 
 
 BASE_MODELS = HEADER + '''
