@@ -80,3 +80,18 @@ def test_comment_workflow_never_runs_pr_code() -> None:
     assert "${{" not in post["run"]
     assert post["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
     assert "compilewatch post" in post["run"]
+
+
+def test_nightly_publishes_from_token_holding_jobs_only_and_draws_its_own_branch() -> None:
+    workflow = load("compilewatch-nightly.yml")
+    jobs = workflow["jobs"]
+    assert jobs["measure"]["permissions"] == {"contents": "read"}  # runs on the GPU runner
+    assert jobs["release"]["permissions"] == {"contents": "write"}
+    assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
+    assert set(workflow[True] if True in workflow else workflow["on"]) == {
+        "schedule", "workflow_dispatch"}
+    by_name = {s.get("name"): s for s in jobs["measure"]["steps"]}
+    assert "--publish" not in by_name["Measure, build and verify the cache artifacts"]["run"]
+    trends = by_name["Draw the dashboard"]
+    assert '--ref "$REF"' in trends["run"] and trends["env"]["REF"] == "${{ github.ref_name }}"
+    assert "--publish-only --out" in jobs["release"]["steps"][-1]["run"]
