@@ -270,6 +270,11 @@ def compare(base: RunResults, head: RunResults, *,
         notes.append(f"base and head ran in different environments (torch "
                      f"{base.environment.torch} vs {head.environment.torch}); "
                      "differences may come from the environment, not the change")
+    for name, run in (("base", base), ("head", head)):
+        if run.finished_at is None:  # a checkpoint of a run that was killed (or still going)
+            notes.append(f"the {name} run did not finish: it holds the {len(run.results)} "
+                         f"model(s) measured before it stopped; models missing from it are "
+                         f"listed as added or removed")
     return Comparison(
         base=_side(base), head=_side(head), rows=rows,
         added=[_ref(hh[i]) for i in sorted(hh.keys() - bb.keys())],

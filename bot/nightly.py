@@ -29,11 +29,8 @@ from compilewatch.compiler import artifacts as art
 from compilewatch.compiler.errors import CacheArtifactError, GitHubError, UsageError
 from compilewatch.compiler.runner import JobRun, RunOptions, WarmCache, run_job_full
 from compilewatch.compiler.schema import (
-    SCHEMA_VERSION,
     Environment,
-    GitInfo,
     RunResults,
-    RunSettings,
     save_results,
 )
 
@@ -73,6 +70,7 @@ def measure_nightly(*, suites: tuple[str, ...], models: tuple[str, ...], device:
     """Run the suites with artifact saving + verification; write OUT/results.json."""
     from compilewatch.bot import git as gitutil
     from compilewatch.bot.run import (
+        build_results,
         collect_environment,
         measure_jobs,
         now,
@@ -86,16 +84,24 @@ def measure_nightly(*, suites: tuple[str, ...], models: tuple[str, ...], device:
     env = collect_environment(python)
     opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s, python=python,
                       artifact_dir=out / "artifacts")
-    started = now()
-    runs: list[JobRun] = measure_jobs(jobs, opts, quiet=quiet, console=log_console(),
-                                      measure=run_job_full)
+    started, run_id = now(), uuid.uuid4().hex
     git = gitutil.head_info(repo) if gitutil.is_repo(repo) else {}
-    results = RunResults(
-        schema_version=SCHEMA_VERSION, run_id=uuid.uuid4().hex, created_at=started,
-        finished_at=now(), environment=env, git=GitInfo(**git),
-        settings=RunSettings(suites=sources, timeout_s=timeout_s, rounds=rounds,
-                             block_ms=block_ms, trigger="nightly"),
-        results=[j.result for j in runs])
+
+    def results_of(done: list[JobRun], finished: bool = True) -> RunResults:
+        return build_results([j.result for j in done], env=env, git=git, sources=sources,
+                             opts=opts, started=started, trigger="nightly", run_id=run_id,
+                             finished=finished)
+
+    def checkpoint(done: list[JobRun]) -> None:
+        """After each model: a job killed later keeps its results and publishable artifacts."""
+        partial = results_of(done, finished=False)
+        save_results(partial, out / "results.json")
+        art.write_manifest(build_manifest(done, env, git.get("commit")),
+                           out / "artifacts" / art.MANIFEST_NAME)
+
+    runs: list[JobRun] = measure_jobs(jobs, opts, quiet=quiet, console=log_console(),
+                                      measure=run_job_full, on_done=checkpoint)
+    results = results_of(runs)
     save_results(results, out / "results.json")
     return results, runs
 

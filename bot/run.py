@@ -100,11 +100,13 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
 
 def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
                  console: Console | None = None,
-                 measure: Callable[[Job, RunOptions, PhaseCallback], Any] = run_job
-                 ) -> list[Any]:
+                 measure: Callable[[Job, RunOptions, PhaseCallback], Any] | None = None,
+                 on_done: Callable[[list[Any]], None] | None = None) -> list[Any]:
     """Run every job (``measure``: ``run_job``, or ``run_job_full`` for a nightly) with a
-    progress bar showing the model and its phase."""
+    progress bar showing the model and its phase. ``on_done`` gets the results so far after
+    each job: callers checkpoint them, so a job killed after hours keeps what it measured."""
     console = console or log_console()
+    measure = measure or run_job
     results = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("{task.fields[phase]}"))
@@ -120,17 +122,21 @@ def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
                 done = getattr(results[-1], "result", results[-1])
                 console.print(f"[{len(results)}/{len(jobs)}] {label}: {done.status.value} "
                               f"({done.duration_s or 0:.0f} s)", markup=False, highlight=False)
+            if on_done is not None:
+                on_done(results)
         progress.update(task, description="done", phase="")
     return results
 
 
 def build_results(model_results: list[Any], *, env: Environment, git: dict[str, Any] | None,
                   sources: list[str], opts: RunOptions, started: str, trigger: str = "local",
-                  side: str | None = None) -> RunResults:
-    """One place that turns measurements into a results file, for ``run`` and ``pr`` alike."""
+                  side: str | None = None, run_id: str | None = None,
+                  finished: bool = True) -> RunResults:
+    """One place that turns measurements into a results file, for ``run`` and ``pr`` alike.
+    ``finished=False``: a checkpoint of a run still going (``finished_at`` stays null)."""
     return RunResults(
-        schema_version=SCHEMA_VERSION, run_id=uuid.uuid4().hex, created_at=started,
-        finished_at=now(), environment=env, git=GitInfo(**(git or {})),
+        schema_version=SCHEMA_VERSION, run_id=run_id or uuid.uuid4().hex, created_at=started,
+        finished_at=now() if finished else None, environment=env, git=GitInfo(**(git or {})),
         settings=RunSettings(suites=sources, timeout_s=opts.timeout_s, rounds=opts.rounds,
                              block_ms=opts.block_ms, trigger=trigger, side=side),
         results=model_results)
@@ -153,9 +159,11 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
     resolved = resolve_suites(sources)
     jobs = plan_jobs(resolved, device=device, models=models, modes=modes, dtypes=dtypes,
                      dynamics=dynamics)
-    started = now()
+    started, run_id = now(), uuid.uuid4().hex
     env = collect_environment(python)
     console = log_console()
+    if git is None and gitutil.is_repo(repo):
+        git = gitutil.head_info(repo)
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
         wc = None
         if warm_cache:
@@ -165,11 +173,16 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                                     token_env=token_env, github_url=github_url)
         opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
                           warm=not no_warm, cache_root=cache_dir, python=python, warm_cache=wc)
-        model_results = measure_jobs(jobs, opts, quiet=quiet, console=console)
-    if git is None and gitutil.is_repo(repo):
-        git = gitutil.head_info(repo)
-    results = build_results(model_results, env=env, git=git, sources=sources, opts=opts,
-                            started=started, trigger=trigger, side=side)
+
+        def results_of(done: list[Any], finished: bool = True) -> RunResults:
+            return build_results(done, env=env, git=git, sources=sources, opts=opts,
+                                 started=started, trigger=trigger, side=side, run_id=run_id,
+                                 finished=finished)
+
+        model_results = measure_jobs(
+            jobs, opts, quiet=quiet, console=console,
+            on_done=lambda done: save_results(results_of(done, finished=False), out))
+    results = results_of(model_results)
     save_results(results, out)
     if not no_db:
         from compilewatch.db import store_runs

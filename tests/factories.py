@@ -149,6 +149,7 @@ def run_results(results: list[ModelResult] | None = None, *, commit: str | None 
         schema_version=SCHEMA_VERSION,
         run_id=run_id or uuid.uuid4().hex,
         created_at=created_at,
+        finished_at=created_at,
         environment=env or environment(),
         git=GitInfo(commit=commit, **git),
         settings=RunSettings(suites=["micro"], timeout_s=600, rounds=30, block_ms=10),

@@ -201,3 +201,14 @@ def test_warm_start_is_shown_not_judged_and_a_head_miss_is_said():
     # Without warm starts the column is not there at all.
     plain = render_markdown(_cmp([model_result("a", seed=1)], [model_result("a", seed=2)]))
     assert "warm start" not in plain
+
+
+def test_an_unfinished_run_is_said():
+    base = run_results([model_result("a", seed=1), model_result("b", seed=1)])
+    head = run_results([model_result("a", seed=2)])
+    head.finished_at = None  # killed after one model: a checkpoint
+    c = compare(base, head)
+    assert [m.model for m in c.removed] == ["b"]
+    assert any("the head run did not finish" in n and "1 model(s)" in n for n in c.notes)
+    assert not any("did not finish" in n for n in _cmp([model_result("a")],
+                                                       [model_result("a")]).notes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from github.Repository import Repository
 
@@ -178,3 +179,47 @@ def test_shards_publishing_into_one_tag_at_once_lose_nothing(tmp_path: Path) -> 
     assert _models(tmp_path / "pub" / "nightly-1") == names
     for n in names:
         assert _select(tmp_path / "pub", n).read_bytes() == n.encode() * 100
+
+
+def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
+        harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints after each model: results.json (finished_at null) and a manifest of the
+    artifacts verified so far, which ``--publish-only`` can publish."""
+    from compilewatch.bot import nightly
+    from compilewatch.compiler.runner import JobRun
+    from compilewatch.compiler.schema import load_results
+    from tests.factories import model_result
+
+    calls: list[str] = []
+
+    def measure(job, opts, on_phase=None):  # type: ignore[no-untyped-def]
+        calls.append(job.spec.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the job is cancelled during the second model
+        result = model_result(job.spec.name, suite=job.suite.name, config=job.config)
+        data = b"artifact of " + job.spec.name.encode()
+        path = opts.artifact_dir / art.artifact_name(job.suite.name, job.spec.name,
+                                                     job.config.slug)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return JobRun(result, path, {"size_bytes": len(data),
+                                     "sha256": hashlib.sha256(data).hexdigest()})
+
+    monkeypatch.setattr(nightly, "run_job_full", measure)
+    out = tmp_path / "nightly"
+    with pytest.raises(KeyboardInterrupt):
+        nightly.measure_nightly(suites=(harness_suite,), models=("breaks", "branchy"),
+                                device="cpu", out=out, timeout_s=60.0, rounds=3, block_ms=2.0,
+                                quiet=True)
+    partial = load_results(out / "results.json")
+    assert [r.model for r in partial.results] == ["breaks"] and partial.finished_at is None
+    assert partial.settings.trigger == "nightly"
+    assert _publishable(out) == ["breaks"]
+    target = publish_dir(out / "artifacts", tmp_path / "pub", "nightly-1")
+    assert [e.model for e in art.read_manifest(target / art.MANIFEST_NAME).artifacts] == [
+        "breaks"]
+
+
+def _publishable(out: Path) -> list[str]:
+    man = art.read_manifest(out / "artifacts" / art.MANIFEST_NAME)
+    return [e.model for e in man.artifacts if e.verified]
