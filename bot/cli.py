@@ -8,6 +8,7 @@ code (documented in docs/cli.md): 0 ok, 1 gating regression found, 2 usage or in
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -488,5 +489,17 @@ def post_cmd(use_check: bool, **kwargs: Any) -> None:
     post_command(use_status=not use_check, **kwargs)
 
 
-if __name__ == "__main__":  # pragma: no cover
+def entry() -> None:
+    """The ``compilewatch`` executable: ``main`` with SIGTERM unwinding like Ctrl-C, so a
+    cancelled CI job kills its workers, removes its temp dirs and git worktrees, and keeps the
+    results checkpointed so far."""
+
+    def terminate(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
     main()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    entry()

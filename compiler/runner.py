@@ -123,20 +123,24 @@ def spawn_worker(spec: dict[str, Any], env: dict[str, str], opts: RunOptions, wo
             return Outcome(False, {}, "infra", f"cannot start worker {opts.python}: {e}")
         last = ""
         timed_out = False
-        while proc.poll() is None:
-            if time.monotonic() - start > opts.timeout_s:
-                timed_out = True
-                break
-            try:
-                phase = Path(spec["status_file"]).read_text(encoding="utf-8")
-            except OSError:
-                phase = ""
-            if phase and phase != last:
-                last = phase
-                on_phase(phase)
-            time.sleep(POLL_S)
-    # Also after a normal exit: compile workers the worker left behind must not outlive it.
-    _kill(proc)
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - start > opts.timeout_s:
+                    timed_out = True
+                    break
+                try:
+                    phase = Path(spec["status_file"]).read_text(encoding="utf-8")
+                except OSError:
+                    phase = ""
+                if phase and phase != last:
+                    last = phase
+                    on_phase(phase)
+                time.sleep(POLL_S)
+        finally:
+            # Always, also after a normal exit and when we are interrupted (Ctrl-C, a cancelled
+            # CI job): the worker and the compile workers it left must not outlive us, or they
+            # hold the GPU and skew the next job's timings.
+            _kill(proc)
     seconds = time.monotonic() - start
     out = Path(spec["out"])
     if out.is_file():  # a worker that wrote its result and then hung at exit still counts

@@ -118,3 +118,54 @@ def test_worker_output_is_json_even_for_infra_errors(tmp_path):
     data = json.loads(Path(spec["out"]).read_text())
     assert data["ok"] is False and data["category"] == "infra"
     assert "no_such_model" in data["error"]
+
+
+def _workers(pid: int) -> list[int]:
+    """Worker processes whose parent is ``pid`` (from /proc: no extra dependency)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and b"compilewatch.compiler.worker" in cmdline:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_kills_the_worker_and_cleans_up(harness_suite: str, tmp_path: Path) -> None:
+    """A cancelled CI job (SIGTERM) must not leave a worker holding the machine: the worker is
+    killed, the temp dirs are removed, and the exit status says SIGTERM (128 + 15)."""
+    import os
+    import signal
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compilewatch.bot.cli", "run", "--suite", harness_suite,
+         "--model", "hangs", "--no-warm", "--no-db", "--out", str(tmp_path / "r.json")],
+        env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while not workers and time.monotonic() < deadline and proc.poll() is None:
+        workers = _workers(proc.pid)
+        time.sleep(0.2)
+    assert workers, "the worker never started"
+    time.sleep(1.0)  # the worker is in the model's build, sleeping for an hour
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err.decode()[-2000:]
+    time.sleep(0.5)
+    assert not [w for w in workers if _alive(w)], "a worker outlived the run"
+    assert list(tmp.iterdir()) == []  # no temp dir (cache dir, worker files) left behind
