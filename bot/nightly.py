@@ -172,12 +172,16 @@ def publish_dir(folder: Path, dest: Path, tag: str) -> Path:
 def publish_release(folder: Path, repo: Any, tag: str, *, prefix: str,
                     keep_last: int | None) -> list[str]:
     """Create or update release ``tag`` with the verified artifacts and their manifest."""
-    from compilewatch.bot.releases import asset_sizes, download_asset, publish_release_assets
+    from compilewatch.bot.releases import (
+        download_asset,
+        list_release_assets,
+        publish_release_assets,
+    )
 
     man, files = verified_only(folder)
     staging = folder / ".publish"
     staging.mkdir(exist_ok=True)
-    present = asset_sizes(repo, tag)
+    present = {a.name: a.size for a in list_release_assets(repo, tag, missing_ok=True)}
     old = None
     if art.MANIFEST_NAME in present:
         old = _published(download_asset(repo, tag, art.MANIFEST_NAME,

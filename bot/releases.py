@@ -108,20 +108,14 @@ def _prune(repo: Repository, prefix: str, keep_last: int, current: str) -> tuple
     return tuple(deleted)
 
 
-def asset_sizes(repo: Repository, tag: str) -> dict[str, int]:
-    """Name -> size of release ``tag``'s finished assets; empty when there is no such release."""
+def list_release_assets(repo: Repository, tag: str, *,
+                        missing_ok: bool = False) -> list[AssetInfo]:
+    """The assets of release ``tag``; a missing release is an error that names the tag, or no
+    assets with ``missing_ok``."""
     release = _find_release(repo, tag)
     if release is None:
-        return {}
-    with github_errors(f"list the assets of release {tag!r}"):
-        return {a.name: a.size for a in release.get_assets()
-                if not a.name.endswith(UPLOADING_SUFFIX)}
-
-
-def list_release_assets(repo: Repository, tag: str) -> list[AssetInfo]:
-    """The assets of release ``tag``; a missing release is an error that names the tag."""
-    release = _find_release(repo, tag)
-    if release is None:
+        if missing_ok:
+            return []
         raise GitHubError(f"release {tag!r} not found in {repo.full_name}")
     with github_errors(f"list the assets of release {tag!r}"):
         return [_info(a) for a in release.get_assets()

@@ -87,6 +87,7 @@ def test_missing_release_or_asset_is_a_clear_error(fake_github: FakeGitHub,
                                                    tmp_path: Path) -> None:
     with pytest.raises(GitHubError, match="'nightly-x' not found"):
         list_release_assets(gh_repo, "nightly-x")
+    assert list_release_assets(gh_repo, "nightly-x", missing_ok=True) == []
     publish_release_assets(gh_repo, "nightly-1", [_file(tmp_path, "a.bin", b"1")])
     with pytest.raises(GitHubError, match=r"'b\.bin' not found"):
         download_asset(gh_repo, "nightly-1", "b.bin", tmp_path / "b.bin")
