@@ -13,6 +13,7 @@ the cache and reproduced eager. Output folder::
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import shutil
 import sys
@@ -27,7 +28,7 @@ from rich.console import Console
 from compilewatch.bot.summary import log_console, summary_table
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler.errors import CacheArtifactError, GitHubError, UsageError
-from compilewatch.compiler.runner import JobRun, RunOptions, WarmCache, run_job_full
+from compilewatch.compiler.runner import JobRun, RunOptions, WarmCache
 from compilewatch.compiler.schema import (
     Environment,
     RunResults,
@@ -66,8 +67,9 @@ def _now() -> str:
 def measure_nightly(*, suites: tuple[str, ...], models: tuple[str, ...], device: str, out: Path,
                     timeout_s: float, rounds: int, block_ms: float, quiet: bool,
                     python: str = sys.executable, repo: Path = Path(".")
-                    ) -> tuple[RunResults, list[JobRun]]:
-    """Run the suites with artifact saving + verification; write OUT/results.json."""
+                    ) -> tuple[RunResults, art.Manifest, list[JobRun]]:
+    """Run the suites with artifact saving + verification; write OUT/results.json and
+    OUT/artifacts/manifest.json."""
     from compilewatch.bot import git as gitutil
     from compilewatch.bot.run import (
         build_results,
@@ -87,23 +89,21 @@ def measure_nightly(*, suites: tuple[str, ...], models: tuple[str, ...], device:
     started, run_id = now(), uuid.uuid4().hex
     git = gitutil.head_info(repo) if gitutil.is_repo(repo) else {}
 
-    def results_of(done: list[JobRun], finished: bool = True) -> RunResults:
-        return build_results([j.result for j in done], env=env, git=git, sources=sources,
-                             opts=opts, started=started, trigger="nightly", run_id=run_id,
-                             finished=finished)
+    results_of = functools.partial(build_results, env=env, git=git, sources=sources, opts=opts,
+                                   started=started, trigger="nightly", run_id=run_id)
 
-    def checkpoint(done: list[JobRun]) -> None:
-        """After each model: a job killed later keeps its results and publishable artifacts."""
-        partial = results_of(done, finished=False)
-        save_results(partial, out / "results.json")
-        art.write_manifest(build_manifest(done, env, git.get("commit")),
-                           out / "artifacts" / art.MANIFEST_NAME)
+    def write(done: list[JobRun], finished: bool) -> tuple[RunResults, art.Manifest]:
+        """The results file and the manifest; also after each model (``finished=False``), so a
+        job killed later keeps its results and publishable artifacts."""
+        results = results_of([j.result for j in done], finished=finished)
+        man = build_manifest(done, env, git.get("commit"))
+        save_results(results, out / "results.json")
+        art.write_manifest(man, out / "artifacts" / art.MANIFEST_NAME)
+        return results, man
 
-    runs: list[JobRun] = measure_jobs(jobs, opts, quiet=quiet, console=log_console(),
-                                      measure=run_job_full, on_done=checkpoint)
-    results = results_of(runs)
-    save_results(results, out / "results.json")
-    return results, runs
+    runs = measure_jobs(jobs, opts, quiet=quiet, console=log_console(),
+                        on_done=lambda done: write(done, finished=False))
+    return (*write(runs, finished=True), runs)
 
 
 def record(db_url: str | None, manifest: art.Manifest, folder: Path, run_id: str | None,
@@ -215,11 +215,9 @@ def nightly_command(*, suites: tuple[str, ...], models: tuple[str, ...], device:
     tag = tag or f"{tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
     results: RunResults | None = None
     if not publish_only:
-        results, runs = measure_nightly(suites=suites, models=models, device=device, out=out,
-                                        timeout_s=timeout_s, rounds=rounds, block_ms=block_ms,
-                                        quiet=quiet)
-        man = build_manifest(runs, results.environment, results.git.commit)
-        art.write_manifest(man, folder / art.MANIFEST_NAME)
+        results, man, runs = measure_nightly(
+            suites=suites, models=models, device=device, out=out, timeout_s=timeout_s,
+            rounds=rounds, block_ms=block_ms, quiet=quiet)
         if not no_db:
             from compilewatch.db import store_runs
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import functools
 import importlib.util
 import itertools
 import json
@@ -26,7 +27,7 @@ from compilewatch.bot import git as gitutil
 from compilewatch.bot.project import load_project_config
 from compilewatch.bot.summary import log_console, summary_table
 from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.runner import Job, PhaseCallback, RunOptions, run_job
+from compilewatch.compiler.runner import Job, JobRun, RunOptions, run_job_full
 from compilewatch.compiler.schema import (
     SCHEMA_VERSION,
     Config,
@@ -100,14 +101,12 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
 
 def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
                  console: Console | None = None,
-                 measure: Callable[[Job, RunOptions, PhaseCallback], Any] | None = None,
-                 on_done: Callable[[list[Any]], None] | None = None) -> list[Any]:
-    """Run every job (``measure``: ``run_job``, or ``run_job_full`` for a nightly) with a
-    progress bar showing the model and its phase. ``on_done`` gets the results so far after
-    each job: callers checkpoint them, so a job killed after hours keeps what it measured."""
+                 on_done: Callable[[list[JobRun]], None] | None = None) -> list[JobRun]:
+    """Run every job with a progress bar showing the model and its phase. ``on_done`` gets
+    the runs so far after each job: callers checkpoint them, so a job killed after hours keeps
+    what it measured."""
     console = console or log_console()
-    measure = measure or run_job
-    results = []
+    results: list[JobRun] = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("{task.fields[phase]}"))
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
@@ -115,13 +114,13 @@ def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
         for job in jobs:
             label = f"{job.suite.name}/{job.spec.name} [{job.config.slug}]"
             progress.update(task, description=label, phase="starting")
-            results.append(measure(job, opts, lambda p: progress.update(task, phase=p)))
+            results.append(run_job_full(job, opts, lambda p: progress.update(task, phase=p)))
             progress.advance(task)
             if not console.is_terminal and not quiet:
                 # Logs get no live bar: one line per model, so a long job shows its progress.
-                done = getattr(results[-1], "result", results[-1])
+                done = results[-1].result
                 console.print(f"[{len(results)}/{len(jobs)}] {label}: {done.status.value} "
-                              f"({done.duration_s or 0:.0f} s)", markup=False, highlight=False)
+                              f"({done.duration_s:.0f} s)", markup=False, highlight=False)
             if on_done is not None:
                 on_done(results)
         progress.update(task, description="done", phase="")
@@ -174,15 +173,12 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
         opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
                           warm=not no_warm, cache_root=cache_dir, python=python, warm_cache=wc)
 
-        def results_of(done: list[Any], finished: bool = True) -> RunResults:
-            return build_results(done, env=env, git=git, sources=sources, opts=opts,
-                                 started=started, trigger=trigger, side=side, run_id=run_id,
-                                 finished=finished)
-
-        model_results = measure_jobs(
-            jobs, opts, quiet=quiet, console=console,
-            on_done=lambda done: save_results(results_of(done, finished=False), out))
-    results = results_of(model_results)
+        results_of = functools.partial(build_results, env=env, git=git, sources=sources,
+                                       opts=opts, started=started, trigger=trigger, side=side,
+                                       run_id=run_id)
+        runs = measure_jobs(jobs, opts, quiet=quiet, console=console, on_done=lambda done: (
+            save_results(results_of([j.result for j in done], finished=False), out)))
+    results = results_of([j.result for j in runs])
     save_results(results, out)
     if not no_db:
         from compilewatch.db import store_runs

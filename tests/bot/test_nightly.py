@@ -186,6 +186,7 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
     """Checkpoints after each model: results.json (finished_at null) and a manifest of the
     artifacts verified so far, which ``--publish-only`` can publish."""
     from compilewatch.bot import nightly
+    from compilewatch.bot import run as runmod
     from compilewatch.compiler.runner import JobRun
     from compilewatch.compiler.schema import load_results
     from tests.factories import model_result
@@ -205,7 +206,7 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
         return JobRun(result, path, {"size_bytes": len(data),
                                      "sha256": hashlib.sha256(data).hexdigest()})
 
-    monkeypatch.setattr(nightly, "run_job_full", measure)
+    monkeypatch.setattr(runmod, "run_job_full", measure)
     out = tmp_path / "nightly"
     with pytest.raises(KeyboardInterrupt):
         nightly.measure_nightly(suites=(harness_suite,), models=("breaks", "branchy"),

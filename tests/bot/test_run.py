@@ -1,5 +1,6 @@
 """`compilewatch run` orchestration: checkpoints after each model, so a killed run keeps what
-it measured. The measuring is replaced (``run_job``): what is checked is when files are written."""
+it measured. The measuring is replaced (``run_job_full``): what is checked is when files are
+written."""
 
 from __future__ import annotations
 
@@ -9,19 +10,19 @@ from typing import Any
 import pytest
 
 from compilewatch.bot import run as runmod
-from compilewatch.compiler.runner import Job, RunOptions
-from compilewatch.compiler.schema import ModelResult, load_results
+from compilewatch.compiler.runner import Job, JobRun, RunOptions
+from compilewatch.compiler.schema import load_results
 from tests.factories import model_result
 
 
 def _fake(kill_at: int | None) -> Any:
     calls: list[str] = []
 
-    def measure(job: Job, opts: RunOptions, on_phase: Any = None) -> ModelResult:
+    def measure(job: Job, opts: RunOptions, on_phase: Any = None) -> JobRun:
         calls.append(job.spec.name)
         if len(calls) == kill_at:
             raise KeyboardInterrupt  # the CI job is cancelled while this model runs
-        return model_result(job.spec.name, suite=job.suite.name, config=job.config)
+        return JobRun(model_result(job.spec.name, suite=job.suite.name, config=job.config))
 
     return measure
 
@@ -36,7 +37,7 @@ def _run(harness_suite: str, out: Path, tmp_path: Path) -> None:
 def test_a_killed_run_keeps_the_models_it_finished(harness_suite: str, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "results.json"
-    monkeypatch.setattr(runmod, "run_job", _fake(kill_at=2))
+    monkeypatch.setattr(runmod, "run_job_full", _fake(kill_at=2))
     with pytest.raises(KeyboardInterrupt):
         _run(harness_suite, out, tmp_path)
     partial = load_results(out)
@@ -47,7 +48,7 @@ def test_a_killed_run_keeps_the_models_it_finished(harness_suite: str, tmp_path:
 def test_a_finished_run_says_so(harness_suite: str, tmp_path: Path,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "results.json"
-    monkeypatch.setattr(runmod, "run_job", _fake(kill_at=None))
+    monkeypatch.setattr(runmod, "run_job_full", _fake(kill_at=None))
     _run(harness_suite, out, tmp_path)
     done = load_results(out)
     assert [r.model for r in done.results] == ["breaks", "branchy"]
