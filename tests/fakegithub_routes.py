@@ -20,6 +20,14 @@ def _repo(fake: FakeGitHub, full: str) -> None:
         raise Reply(404, "Not Found")
 
 
+def _owned(store: dict[int, dict[str, Any]], full: str, ident: str) -> dict[str, Any]:
+    """A comment, release or asset by id, 404 unless it belongs to repository ``full``."""
+    item = store.get(int(ident))
+    if item is None or item["repo"] != full:
+        raise Reply(404, "Not Found")
+    return item
+
+
 def _pull(fake: FakeGitHub, full: str, n: str) -> dict[str, Any]:
     _repo(fake, full)
     pull = fake.pulls.get((full, int(n)))
@@ -136,10 +144,7 @@ def create_comment(fake: FakeGitHub, req: Req, full: str, n: str) -> Answer:
 
 
 def _comment(fake: FakeGitHub, full: str, cid: str) -> dict[str, Any]:
-    c = fake.comments.get(int(cid))
-    if c is None or c["repo"] != full:
-        raise Reply(404, "Not Found")
-    return c
+    return _owned(fake.comments, full, cid)
 
 
 def get_comment(fake: FakeGitHub, req: Req, full: str, cid: str) -> Answer:
@@ -239,10 +244,7 @@ def create_status(fake: FakeGitHub, req: Req, full: str, sha: str) -> Answer:
 
 # ---- releases, assets, tags ----------------------------------------------------------------
 def _release(fake: FakeGitHub, full: str, rid: str) -> dict[str, Any]:
-    r = fake.releases.get(int(rid))
-    if r is None or r["repo"] != full:
-        raise Reply(404, "Not Found")
-    return r
+    return _owned(fake.releases, full, rid)
 
 
 def list_releases(fake: FakeGitHub, req: Req, full: str) -> Answer:
@@ -323,10 +325,7 @@ def upload_asset(fake: FakeGitHub, req: Req, full: str, rid: str) -> Answer:
 
 
 def _asset(fake: FakeGitHub, full: str, aid: str) -> dict[str, Any]:
-    a = fake.assets.get(int(aid))
-    if a is None or a["repo"] != full:
-        raise Reply(404, "Not Found")
-    return a
+    return _owned(fake.assets, full, aid)
 
 
 def get_asset(fake: FakeGitHub, req: Req, full: str, aid: str) -> Answer:
