@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import functools
-import importlib.util
 import itertools
 import json
 import subprocess
@@ -37,7 +36,7 @@ from compilewatch.compiler.schema import (
     RunSettings,
     save_results,
 )
-from compilewatch.suites.loader import Suite, resolve_suites
+from compilewatch.suites.loader import BUILTIN, Suite, resolve_suites
 
 DYNAMIC = {"auto": None, "true": True, "false": False}
 
@@ -193,16 +192,16 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
 def suites_command(*, suites: list[str]) -> None:
     """Print every suite and its models (with the packages they need)."""
     console = Console()
-    names = suites or ["micro", "hf", "vision", "timm"]
+    names = suites or list(BUILTIN)
     for suite in resolve_suites(suite_sources(names)):
         console.print(f"[bold]{suite.name}[/bold]  ({suite.source})")
         for spec in suite.models.values():
             extra = []
             if spec.tags:
                 extra.append(", ".join(spec.tags))
-            missing = [p for p in spec.requires if importlib.util.find_spec(p) is None]
             if spec.requires:
                 extra.append("needs " + ", ".join(spec.requires)
-                             + (" (not installed: will be skipped)" if missing else ""))
+                             + (" (not installed: will be skipped)"
+                                if spec.missing_packages() else ""))
             console.print(f"  {spec.name}" + (f"  [dim]{'; '.join(extra)}[/dim]" if extra
                                                else ""))

@@ -8,7 +8,6 @@ the run goes on with the next model.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -180,7 +179,7 @@ def _precheck(job: Job, opts: RunOptions) -> tuple[Category, str] | None:
         return Category.UNSUPPORTED, f"skipped: {job.spec.name} does not run on " \
                                      f"{job.config.device}"
     if opts.python == sys.executable:
-        missing = [p for p in job.spec.requires if importlib.util.find_spec(p) is None]
+        missing = job.spec.missing_packages()
         if missing:
             return Category.PACKAGE_MISSING, f"skipped: package not installed: " \
                                              f"{', '.join(missing)}"
@@ -203,21 +202,23 @@ def run_job(job: Job, opts: RunOptions, on_phase: PhaseCallback = lambda _: None
 
 
 def _warm_start(spec: dict[str, Any], artifact: Path, opts: RunOptions, workdir: Path,
-                on_phase: PhaseCallback) -> Outcome:
-    """A fresh process on an empty cache dir that loads ``artifact`` before compiling."""
+                on_phase: PhaseCallback) -> tuple[Outcome, str | None]:
+    """A fresh process on an empty cache dir that loads ``artifact`` before compiling; its
+    outcome, and why the artifact is refused (``artifacts.judge``; None: verified)."""
     cache_dir = workdir / "warm-start-cache"
     cache_dir.mkdir()
     spec = {**spec, "phase": "warm_start", "measure": False, "accuracy": True,
             "load_artifact": str(artifact)}
-    return spawn_worker(spec, worker_env(cache_dir, opts), opts, workdir, on_phase)
+    start = spawn_worker(spec, worker_env(cache_dir, opts), opts, workdir, on_phase)
+    return start, artifacts.judge(start.ok, start.data, start.error)
 
 
 def verify_artifact(job: Job, artifact: Path, opts: RunOptions,
                     on_phase: PhaseCallback = lambda _: None) -> tuple[Outcome, str | None]:
-    """Load ``artifact`` for ``job`` in a fresh process; the outcome and why it is refused."""
+    """Load ``artifact`` for ``job`` in a fresh process; the outcome and why it is refused.
+    The same check ``run_job_full`` makes on the artifact it just saved."""
     with tempfile.TemporaryDirectory(prefix="compilewatch-verify-") as tmp:
-        start = _warm_start(_spec(job, opts), artifact, opts, Path(tmp), on_phase)
-    return start, artifacts.judge(start.ok, start.data, start.error)
+        return _warm_start(_spec(job, opts), artifact, opts, Path(tmp), on_phase)
 
 
 def _spec(job: Job, opts: RunOptions) -> dict[str, Any]:
@@ -239,8 +240,7 @@ def _published_start(job: Job, spec: dict[str, Any], opts: RunOptions, workdir: 
     except CacheArtifactError as e:
         notes.append(f"warm cache refused: {e}")
         return None
-    start = _warm_start(spec, path, opts, workdir, on_phase)
-    problem = artifacts.judge(start.ok, start.data, start.error)
+    start, problem = _warm_start(spec, path, opts, workdir, on_phase)
     if problem:
         notes.append(f"warm start from {path.name}: {problem}")
     return start
@@ -279,8 +279,7 @@ def run_job_full(job: Job, opts: RunOptions,
         info = cold.data.get("artifact") or {}
         rejected = None
         if saved is not None and cold.ok and "sha256" in info:
-            start = _warm_start(spec, saved, opts, workdir, on_phase)
-            rejected = artifacts.judge(start.ok, start.data, start.error)
+            start, rejected = _warm_start(spec, saved, opts, workdir, on_phase)
         elif saved is not None:
             rejected = info.get("unsupported") or "the cold compile failed; nothing to save"
         elif cold.ok and opts.warm_cache is not None:

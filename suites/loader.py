@@ -31,7 +31,6 @@ class Suite:
     source: str  # what the user passed; workers resolve it again
     module: str
     models: dict[str, ModelSpec]
-    skip_reason: str | None = None  # e.g. the package the whole suite needs is missing
 
 
 def _import_file(path: Path) -> str:
@@ -96,11 +95,10 @@ def load_suite(source: str) -> Suite:
     if not NAME_RE.match(name):
         raise SuiteError(f"suite name {name!r} is invalid; set SUITE_NAME in {source}")
     models = models_of(module)
-    skip = getattr(mod, "SKIP_REASON", None)
-    if not models and skip is None:
+    if not models:
         raise SuiteError(f"suite {source} registers no models (use @model from "
                          "compilewatch.suites)")
-    return Suite(name=name, source=source, module=module, models=models, skip_reason=skip)
+    return Suite(name=name, source=source, module=module, models=models)
 
 
 def resolve_suites(sources: list[str]) -> list[Suite]:

@@ -58,7 +58,12 @@ class ModelSpec:
     dynamic: bool | None = None
     devices: tuple[str, ...] = DEVICES
     requires: tuple[str, ...] = ()
-    skip_reason: str | None = None
+
+    def missing_packages(self) -> list[str]:
+        """The ``requires`` this interpreter cannot import (the model is then skipped)."""
+        import importlib.util
+
+        return [p for p in self.requires if importlib.util.find_spec(p) is None]
 
     def build(self, ctx: BuildContext) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         return _call_with_ctx(self.factory, ctx)
