@@ -22,12 +22,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from compilewatch.compiler.errors import CacheArtifactError
-from compilewatch.compiler.schema import Hash, Name, Short, Text, write_atomic
+from compilewatch.compiler.schema import Hash, Name, Sha256, Short, Text, write_atomic
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
-Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 FileName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,200}$")]
 
 
@@ -65,8 +64,13 @@ class Manifest(_Model):
     artifacts: list[ArtifactEntry] = Field(default_factory=list, max_length=20_000)
 
 
+def job_stem(suite: str, model: str, slug: str) -> str:
+    """One (suite, model, config) as a file name: its artifact, its reusable cache dir."""
+    return f"{suite}-{model}-{slug}"
+
+
 def artifact_name(suite: str, model: str, slug: str) -> str:
-    return f"{suite}-{model}-{slug}.megacache"
+    return f"{job_stem(suite, model, slug)}.megacache"
 
 
 def unsupported_reason() -> str | None:

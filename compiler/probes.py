@@ -59,7 +59,7 @@ def parse_debug_lines(lines: list[str]) -> tuple[dict[str, str], dict[str, str]]
     return components, values
 
 
-def _counter_snapshot() -> dict[str, int]:
+def counters_now() -> dict[str, int]:
     from torch._dynamo.utils import counters
 
     return {k: int(counters[a][b]) for k, (a, b) in _COUNTERS.items()}
@@ -130,7 +130,7 @@ class CompileProbe:
             result = original(*args, **kwargs)
             try:
                 key, lines = result
-                before = _counter_snapshot()
+                before = counters_now()
                 if not lines:
                     lines = self._debug_lines_again(original, module, args, kwargs, str(key))
                 comps, values = parse_debug_lines(list(lines))
@@ -167,7 +167,7 @@ class CompileProbe:
     def resolve_states(self) -> None:
         """Each key's hit/miss/bypass: the FX lookup's own verdict where it was seen, else the
         counter delta to the next key of the same kind (AOTAutograd keys)."""
-        final = _counter_snapshot()
+        final = counters_now()
         for kind in ("fx", "aot"):
             evs = [e for e in self.events if e.kind == kind]
             for i, ev in enumerate(evs):
@@ -198,8 +198,6 @@ class CompileProbe:
         return out
 
 
-def counters_now() -> dict[str, int]:
-    return _counter_snapshot()
 
 
 def graph_breaks() -> list[dict[str, Any]]:

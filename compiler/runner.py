@@ -57,7 +57,6 @@ class RunOptions:
     measure: bool = True
     cache_root: Path | None = None  # reuse (not cold) when set
     python: str = sys.executable
-    large: bool | None = None  # default: large sizes on cuda
     extra_env: dict[str, str] = field(default_factory=dict)
     artifact_dir: Path | None = None  # save each cold compile's cache artifact here, verify it
     warm_cache: WarmCache | None = None  # load a published artifact for a warm-start compile
@@ -225,7 +224,7 @@ def _spec(job: Job, opts: RunOptions) -> dict[str, Any]:
     return {"suite": job.suite.source, "model": job.spec.name,
             "config": job.config.model_dump(), "rounds": opts.rounds,
             "block_ms": opts.block_ms, "measure": opts.measure,
-            "large": opts.large if opts.large is not None else job.config.device == "cuda"}
+            "large": job.config.device == "cuda"}  # real model sizes on the GPU
 
 
 def _published_start(job: Job, spec: dict[str, Any], opts: RunOptions, workdir: Path,
@@ -264,7 +263,8 @@ def run_job_full(job: Job, opts: RunOptions,
     with tempfile.TemporaryDirectory(prefix="compilewatch-") as tmp:
         workdir = Path(tmp)
         if opts.cache_root is not None:
-            cache_dir = opts.cache_root / f"{job.suite.name}-{job.spec.name}-{job.config.slug}"
+            cache_dir = opts.cache_root / artifacts.job_stem(job.suite.name, job.spec.name,
+                                                             job.config.slug)
         else:
             cache_dir = workdir / "inductor-cache"
         was_empty = not cache_dir.exists() or not any(cache_dir.iterdir())

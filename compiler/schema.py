@@ -29,12 +29,15 @@ Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Short = Annotated[str, StringConstraints(max_length=256)]
 Text = Annotated[str, StringConstraints(max_length=8192)]
 Hash = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{1,128}$")]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+CommitSha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+RunId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{8,64}$")]
 Seconds = Annotated[float, Field(ge=0.0)]
 Samples = Annotated[list[Annotated[float, Field(ge=0.0)]], Field(max_length=100_000)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Status(StrEnum):
@@ -248,9 +251,9 @@ class Environment(_Model):
 
 
 class GitInfo(_Model):
-    commit: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")] | None = None
+    commit: CommitSha | None = None
     ref: Short | None = None
-    merge_base: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")] | None = None
+    merge_base: CommitSha | None = None
     pr: int | None = Field(None, ge=1)
     repository: Short | None = None
     dirty: bool | None = None
@@ -267,7 +270,7 @@ class RunSettings(_Model):
 
 class RunResults(_Model):
     schema_version: Literal[1]
-    run_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{8,64}$")]
+    run_id: RunId
     created_at: Short
     finished_at: Short | None = None
     environment: Environment

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from sqlalchemy import select, update
 
 from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.schema import Hash, Name, Short, Text
+from compilewatch.compiler.schema import CommitSha, Hash, Name, RunId, Sha256, Short, Text
 from compilewatch.db import models as m
 from compilewatch.db.engine import Database, utcnow
 
@@ -33,11 +33,11 @@ class ArtifactRecord(BaseModel):
     torch_version: Short
     location: Text
     size_bytes: int = Field(ge=0)
-    sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+    sha256: Sha256
     verified: bool
     reason: Text | None = None
-    run_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{8,64}$")] | None = None
-    commit: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")] | None = None
+    run_id: RunId | None = None
+    commit: CommitSha | None = None
 
 
 @dataclass(frozen=True)
