@@ -37,10 +37,6 @@ def outcome(result: ModelResult) -> str:
     return "fail_to_run"
 
 
-def graph_break_count(result: ModelResult) -> int:
-    return sum(b.count for b in result.graph_breaks)
-
-
 @dataclass(frozen=True)
 class Expected:
     accuracy: str | None = None
@@ -109,7 +105,7 @@ def format_baseline(results: RunResults) -> str:
     for r in sorted(results.results, key=lambda r: r.ident):
         ran = r.status in (Status.PASS, Status.FAIL)
         writer.writerow([r.suite, r.model, r.config.slug, outcome(r),
-                         graph_break_count(r) if ran else "", len(r.recompiles) if ran else ""])
+                         r.break_count if ran else "", len(r.recompiles) if ran else ""])
     return buf.getvalue()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from compilewatch.bot.baseline import Baseline, Expected, graph_break_count, outcome
+from compilewatch.bot.baseline import Baseline, Expected, outcome
 from compilewatch.bot.cachediff import collapse, diff_cache
 from compilewatch.bot.comparison import (
     AccuracyChange,
@@ -24,9 +24,10 @@ from compilewatch.bot.comparison import (
     Side,
     Verdict,
 )
-from compilewatch.bot.stats import RatioEstimate, geomean, judge, ratio_of_medians, seed_for
+from compilewatch.bot.stats import RatioEstimate, judge, ratio_of_medians, seed_for
 from compilewatch.bot.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
 from compilewatch.compiler.schema import Category, ModelResult, RunResults, Status
+from compilewatch.compiler.timing import geomean
 
 FAILED = {"fail_accuracy", "fail_to_run", "eager_fail"}
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
@@ -153,7 +154,7 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
     both = _ran(b) and _ran(h)
     gb = rc = None
     if both:
-        gb = _counts(graph_break_count(b), graph_break_count(h), exp.graph_breaks,
+        gb = _counts(b.break_count, h.break_count, exp.graph_breaks,
                      t.graph_breaks, ([x.reason for x in b.graph_breaks],
                                       [x.reason for x in h.graph_breaks]))
         rc = _counts(len(b.recompiles), len(h.recompiles), exp.recompiles, t.recompiles,

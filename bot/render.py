@@ -7,7 +7,6 @@ filter still cannot inject markdown; the HTML environment uses Jinja2's autoesca
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from compilewatch.bot.comparison import Comparison
 from compilewatch.bot.escape import headline, md_code, md_escape, shorten
 from compilewatch.compiler.errors import UsageError
 from compilewatch.compiler.schema import RunResults, Status
+from compilewatch.compiler.timing import geomean
 
 MARKER = "<!-- compilewatch:pr-comment -->"
 COMMENT_LIMIT = 65_536  # GitHub's limit on an issue comment, in characters
@@ -131,21 +131,19 @@ def render_html(comparison: Comparison) -> str:
 
 def render_run_html(results: RunResults) -> str:
     """One run on its own (no base to compare with): every model's numbers and reasons."""
-    ok = [m for m in results.results if m.speedup is not None]
-    speedups = [m.speedup.value for m in ok if m.speedup and m.speedup.value > 0]
+    models = results.results
+    passed = sum(m.status is Status.PASS for m in models)
     summary = {
-        "total": len(results.results),
-        "passed": sum(m.status is Status.PASS for m in results.results),
-        "pass_rate": (sum(m.status is Status.PASS for m in results.results)
-                      / len(results.results)) if results.results else None,
-        "geomean_speedup": math.exp(sum(map(math.log, speedups)) / len(speedups))
-        if speedups else None,
+        "total": len(models),
+        "passed": passed,
+        "pass_rate": passed / len(models) if models else None,
+        "geomean_speedup": geomean([m.speedup.value for m in models if m.speedup]),
         "cold_total": sum(m.compile.cold_s or 0.0 for m in results.results),
         "warm_total": sum(m.compile.warm_s or 0.0 for m in results.results),
         "warm_start_total": sum(starts) if (starts := [
             m.compile.warm_start_s for m in results.results
             if m.compile.warm_start_s is not None]) else None,
-        "breaks": sum(b.count for m in results.results for b in m.graph_breaks),
+        "breaks": sum(m.break_count for m in results.results),
         "recompiles": sum(len(m.recompiles) for m in results.results),
     }
     return _env("html").get_template("run.html.j2").render(r=results, s=summary)

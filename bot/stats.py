@@ -104,8 +104,3 @@ def judge(est: RatioEstimate, threshold: MetricThreshold, *, base: float,
     return Verdict.WITHIN_NOISE
 
 
-def geomean(values: Sequence[float]) -> float | None:
-    vals = [v for v in values if v > 0]
-    if not vals:
-        return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))

@@ -48,5 +48,5 @@ def summary_table(results: RunResults) -> Table:
                                                           "{:.1f}"),
             _s(r.compile.cold_s), _s(r.compile.warm_s),
             *((_s(r.compile.warm_start_s),) if starts else ()),
-            str(sum(b.count for b in r.graph_breaks)), str(len(r.recompiles)), acc)
+            str(r.break_count), str(len(r.recompiles)), acc)
     return table

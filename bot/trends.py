@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from compilewatch.bot.changepoints import Step, detect_steps
+from compilewatch.compiler.timing import geomean
 from compilewatch.db import Database, ResultPoint, results_history
-from compilewatch.db.queries import geomean
 
 # metric key -> (label, unit); the order is the order of the panels
 METRICS: dict[str, tuple[str, str]] = {

@@ -229,6 +229,11 @@ class ModelResult(_Model):
         """What identifies "the same measurement" on both sides of a comparison."""
         return (self.suite, self.model, self.config.slug)
 
+    @property
+    def break_count(self) -> int:
+        """Graph breaks counted with their repeats (each reason is recorded once)."""
+        return sum(b.count for b in self.graph_breaks)
+
 
 class Environment(_Model):
     """Where a run happened. ``fingerprint`` hashes what decides cache compatibility."""

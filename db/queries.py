@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import Select, select
 
 from compilewatch.compiler.errors import UsageError
+from compilewatch.compiler.timing import geomean
 from compilewatch.db import models as m
 from compilewatch.db.engine import Database
 
@@ -209,9 +210,6 @@ def timing_samples(db: Database, *, run_id: str, model: str, suite: str, config_
         return [float(v) for v in conn.execute(stmt).scalars()]
 
 
-def geomean(values: Sequence[float]) -> float | None:
-    positive = [v for v in values if v > 0]
-    return math.exp(sum(map(math.log, positive)) / len(positive)) if positive else None
 
 
 def suite_history(db: Database, *, suite: str, config_slug: str | None = None,

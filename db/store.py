@@ -125,7 +125,7 @@ def _result_row(run_pk: int, position: int, r: ModelResult) -> dict[str, Any]:
         "compiled_median_us": lat.compiled_median_us if lat else None,
         "cold_s": comp.cold_s, "warm_s": comp.warm_s, "warm_start_s": comp.warm_start_s,
         "frames": comp.frames, "graphs": comp.graphs, "guard_count": comp.guard_count,
-        "graph_break_count": sum(b.count for b in r.graph_breaks),
+        "graph_break_count": r.break_count,
         "recompile_count": len(r.recompiles),
         "accuracy_passed": acc.passed if acc else None,
         "max_abs_err": acc.max_abs_err if acc else None,

@@ -9,8 +9,9 @@ import pytest
 
 from compilewatch.bot.compare import compare
 from compilewatch.bot.comparison import Verdict
-from compilewatch.bot.stats import RatioEstimate, geomean, judge, ratio_of_medians
+from compilewatch.bot.stats import RatioEstimate, judge, ratio_of_medians
 from compilewatch.bot.thresholds import MetricThreshold
+from compilewatch.compiler.timing import geomean
 from tests.factories import model_result, run_results
 
 
