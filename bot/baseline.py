@@ -47,7 +47,6 @@ class Expected:
 @dataclass(frozen=True)
 class Baseline:
     entries: dict[Ident, Expected] = field(default_factory=dict)
-    source: str = "<none>"
 
     def lookup(self, ident: Ident) -> Expected | None:
         suite, model, _ = ident
@@ -83,7 +82,7 @@ def parse_baseline(text: str, source: str = "<baseline>") -> Baseline:
             raise UsageError(f"{where}: {'/'.join(ident)} is listed twice")
         entries[ident] = Expected(accuracy, _int_cell(row["graph_breaks"], where),
                                   _int_cell(row["recompiles"], where))
-    return Baseline(entries, source)
+    return Baseline(entries)
 
 
 def load_baseline(path: str | Path) -> Baseline | None:

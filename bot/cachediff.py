@@ -70,8 +70,6 @@ def _pair(base: list[CacheKey], head: list[CacheKey]) -> list[tuple[int | None, 
 
 def _diff(kind: str, b: CacheKey | None, h: CacheKey | None, index: int) -> GraphKeyChange:
     if b is None or h is None:
-        present = h or b
-        assert present is not None
         return GraphKeyChange(kind=kind, index=index, status="added" if b is None else "removed",
                               base_key=b.key if b else None, head_key=h.key if h else None)
     changed = sorted(n for n in b.components.keys() & h.components.keys()

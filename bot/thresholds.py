@@ -13,9 +13,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-METRICS = ("compiled_time", "cold_compile", "warm_compile", "memory", "graph_breaks",
-           "recompiles", "accuracy")
-
 
 class MetricThreshold(BaseModel):
     """When one metric's change becomes a verdict, and whether that verdict gates."""

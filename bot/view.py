@@ -30,7 +30,6 @@ ICONS = {Verdict.REGRESSION: "🔴", Verdict.IMPROVEMENT: "🟢", Verdict.WITHIN
 class Reason:
     label: Markup
     items: list[str] = field(default_factory=list)
-    verdict: Verdict | None = None
     kind: str = "metric"  # metric, count, accuracy, cache
     items_label: str = "new"
 
@@ -81,7 +80,7 @@ def _metric(name: str, d: Delta | None) -> Reason | None:
     text = f"{name} {pct(d.ratio)} {ci(d)}".rstrip()
     if d.verdict is Verdict.WITHIN_NOISE:
         text += " (within noise)"
-    return Reason(Markup(text), verdict=d.verdict)
+    return Reason(Markup(text))
 
 
 def _count(name: str, d: CountDelta | None) -> Reason | None:
@@ -90,7 +89,7 @@ def _count(name: str, d: CountDelta | None) -> Reason | None:
     text = f"{name} {d.base} → {d.head}"
     if d.expected is not None:
         text += f" (baseline expects {d.expected})"
-    return Reason(Markup(text), d.new_reasons, d.verdict, kind="count")
+    return Reason(Markup(text), d.new_reasons, kind="count")
 
 
 def cache_items(changes: list[GraphKeyChange]) -> list[str]:
@@ -107,8 +106,7 @@ def reasons(row: ModelRow) -> list[Reason]:
     acc = row.accuracy
     if acc is not None and (acc.verdict is not Verdict.UNCHANGED or acc.base != acc.head):
         exp = f" (baseline expects {acc.expected})" if acc.expected else ""
-        out.append(Reason(Markup(f"accuracy {acc.base} → {acc.head}{exp}"), verdict=acc.verdict,
-                          kind="accuracy"))
+        out.append(Reason(Markup(f"accuracy {acc.base} → {acc.head}{exp}"), kind="accuracy"))
     out += [_metric("compiled time", row.compiled_time), _count("graph breaks", row.graph_breaks),
             _count("recompiles", row.recompiles), _metric("cold compile", row.cold_compile),
             _metric("warm compile", row.warm_compile), _metric("peak memory", row.memory)]
@@ -132,4 +130,4 @@ def row_count(c: Comparison) -> int:
 
 FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
            "rate": rate, "label": label, "icon": icon}
-GLOBALS = {"reasons": reasons, "detailed": detailed, "cache_items": cache_items, **FILTERS}
+GLOBALS = {"reasons": reasons, "detailed": detailed, **FILTERS}

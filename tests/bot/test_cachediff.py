@@ -17,7 +17,7 @@ def test_identical_caches_have_no_changes():
 
 def test_changed_added_and_removed_components():
     base = _g(**{"inductor_config[old_flag]": "o1"})
-    head = {k: v for k, v in _g(gm="new-graph", **{"inductor_config[new_flag]": "n1"}).items()}
+    head = _g(gm="new-graph", **{"inductor_config[new_flag]": "n1"})
     (ch,) = diff_cache(Cache(fx=[cache_key(base)]), Cache(fx=[cache_key(head)]))
     assert ch.status == "changed" and ch.changed == ["gm"]
     assert ch.added == ["inductor_config[new_flag]"] and ch.removed == ["inductor_config[old_flag]"]

@@ -1,13 +1,7 @@
-"""`compilewatch post`: the output directory is untrusted data; one comment and one check.
-
-``escaping_render`` is a small real renderer (html.escape on every string from the results)
-standing in for bot/render.py, which is built elsewhere; the CLI tests put it in place of
-``trusted_render``.
-"""
+"""`compilewatch post`: the output directory is untrusted data; one comment and one check."""
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from pathlib import Path
@@ -28,32 +22,6 @@ from tests.fakegithub import HEAD_SHA, PR, REPO, TOKEN, FakeGitHub
 MARK = "<!-- compilewatch-test-render -->"
 BREAK = "call_function print in skip_files"
 ATTACK = "@org/team <img src=x onerror=alert(1)> [click](https://evil.example) <script>x</script>"
-
-
-def escaping_render(base: RunResults, head: RunResults, report_url: str | None) -> Rendered:
-    """Name new graph breaks, changed cache-key components and errors; escape all of it."""
-    before = base.by_ident()
-    lines, gating = [MARK, "## compilewatch"], False
-    for ident, r in sorted(head.by_ident().items()):
-        old = before.get(ident)
-        lines.append(f"- {html.escape(r.model)}: {r.status.value}")
-        if r.error:
-            lines.append(f"  - error: {html.escape(r.error)}")
-        if old is None:
-            continue
-        new = {g.reason for g in r.graph_breaks} - {g.reason for g in old.graph_breaks}
-        for reason in sorted(new):
-            gating = True
-            lines.append(f"  - new graph break: {html.escape(reason)}")
-        if r.cache.fx and old.cache.fx:
-            a, b = old.cache.fx[0].components, r.cache.fx[0].components
-            for comp in sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k)):
-                lines.append(f"  - cache key component changed: {html.escape(comp)}")
-        gating |= old.status.value == "pass" and r.status.value != "pass"
-    if report_url:
-        lines.append(f"[full report]({report_url})")
-    title = "gating regression" if gating else "no gating regression"
-    return Rendered("\n".join(lines), title, gating, MARK)
 
 
 def naive_render(base: RunResults, head: RunResults, report_url: str | None) -> Rendered:
@@ -293,8 +261,7 @@ def test_validation_error_names_the_file(tmp_path: Path) -> None:
     out = write_outdir(tmp_path)
     _edit_head(out, HOSTILE["unknown field"])
     with pytest.raises(ResultsFileError, match=r"head\.json: evil"):
-        post_outdir(out, repo=REPO, pr=PR, sha=HEAD_SHA, credentials=None, dry_run=True,
-                    render=escaping_render)
+        post_outdir(out, repo=REPO, pr=PR, sha=HEAD_SHA, credentials=None, dry_run=True)
 
 
 def test_fork_pr_is_found_by_head_label_and_sha(fake_github: FakeGitHub, tmp_path: Path) -> None:

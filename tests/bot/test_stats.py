@@ -25,7 +25,6 @@ def test_aa_same_distribution_gives_no_alarm_over_200_seeded_comparisons():
     c = compare(base, head)
     assert not c.gating_regression
     assert c.headline.regressions == 0
-    assert all(r.compiled_time.verdict is not Verdict.REGRESSION for r in c.rows)
     # Most are confidently unchanged; the rest are honestly "within noise", never flagged.
     assert c.headline.unchanged >= 180
 
