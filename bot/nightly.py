@@ -273,11 +273,15 @@ def fetch_release(repo: Any, prefix: str, dest: Path, fingerprint: str) -> Path:
     return dest
 
 
-def resolve_warm_cache(source: str, env: Environment, *, dest: Path, repo: str | None = None,
-                       token_env: str = "GITHUB_TOKEN", tag_prefix: str = "nightly-",
+def resolve_warm_cache(source: str | None, env: Environment, *, dest: Path,
+                       repo: str | None = None, token_env: str = "GITHUB_TOKEN",
+                       tag_prefix: str = "nightly-",
                        github_url: str | None = None) -> WarmCache | None:
-    """``--warm-cache DIR|release`` as options for the runner; None (a cold run) with a
-    message when the release cannot be reached. ``compilewatch pr`` calls this too."""
+    """``--warm-cache DIR|release`` as options for the runner: None without a source, and None
+    (a cold run) with a message when the release cannot be reached. ``run`` and ``pr`` (one
+    call per side, each with its own interpreter's environment) use it."""
+    if not source:
+        return None
     root = Path(source)
     if source == "release":
         if not repo:

@@ -24,12 +24,20 @@ from compilewatch.bot import git as gitutil
 from compilewatch.bot.baseline import load_baseline
 from compilewatch.bot.compare import compare
 from compilewatch.bot.comparison import Comparison
+from compilewatch.bot.nightly import resolve_warm_cache
 from compilewatch.bot.project import load_project_config
 from compilewatch.bot.report import raise_on_gating, render
-from compilewatch.bot.run import build_results, collect_environment, now, plan_jobs, suite_sources
+from compilewatch.bot.run import (
+    build_results,
+    check_measure_options,
+    collect_environment,
+    now,
+    plan_jobs,
+    suite_sources,
+)
 from compilewatch.bot.worktrees import worktrees
 from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.runner import Job, RunOptions, WarmCache, run_job
+from compilewatch.compiler.runner import Job, RunOptions, run_job
 from compilewatch.compiler.schema import Environment, ModelResult, RunResults, dumps_results
 from compilewatch.suites.loader import Suite, load_suite
 
@@ -111,18 +119,6 @@ def interleave(base: list[Job], head: list[Job]) -> list[tuple[SideName, Job]]:
     return plan
 
 
-def _warm_cache(source: str | None, env: Environment, dest: Path, repo: str | None,
-                token_env: str, github_url: str | None) -> WarmCache | None:
-    """Each side loads the published artifact that matches its own interpreter's environment."""
-    if not source:
-        return None
-    from compilewatch.bot.nightly import resolve_warm_cache
-
-    dest.mkdir(parents=True, exist_ok=True)
-    return resolve_warm_cache(source, env, dest=dest, repo=repo, token_env=token_env,
-                              github_url=github_url)
-
-
 def measure_with_run_job(side: SideName, job: Job, opts: RunOptions) -> ModelResult:
     """The real measurement: ``run_job``'s cold and warm worker processes."""
     click.echo(f"[{side}] {job.suite.name}/{job.spec.name} [{job.config.slug}]", err=True)
@@ -180,8 +176,7 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
     ``measure`` and ``environment`` are parameters so tests can check the orchestration
     (order, worktrees, cleanup) without compiling anything.
     """
-    if rounds < 1 or block_ms <= 0 or timeout_s <= 0:
-        raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
+    check_measure_options(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s)
     check_outdir(out)
     refs = resolve_refs(repo, base=base, head=head, pr=pr)
     if refs.base == refs.head and base_python == head_python:
@@ -194,9 +189,10 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
             worktrees(repo, {"base": refs.base, "head": refs.head}) as trees:
         opts = {s: RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
                               python=pythons[s], warm=not no_warm,
-                              warm_cache=_warm_cache(warm_cache, envs[pythons[s]],
-                                                     Path(dl) / s, warm_cache_repo, token_env,
-                                                     github_url))
+                              warm_cache=resolve_warm_cache(
+                                  warm_cache, envs[pythons[s]], dest=Path(dl) / s,
+                                  repo=warm_cache_repo, token_env=token_env,
+                                  github_url=github_url))
                 for s in SIDES}
         plans = {s: plan_side(side_sources(suites, trees[s]), device=device, models=models)
                  for s in SIDES}

@@ -65,6 +65,12 @@ def collect_environment(python: str = sys.executable) -> Environment:
     return Environment.model_validate(json.loads(out.stdout))
 
 
+def check_measure_options(*, rounds: int, block_ms: float, timeout_s: float) -> None:
+    """Refuse, before minutes of measuring, options the timing loop cannot use."""
+    if rounds < 1 or block_ms <= 0 or timeout_s <= 0:
+        raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
+
+
 def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
               modes: Iterable[str] = (), dtypes: Iterable[str] = (),
               dynamics: Iterable[str] = (), strict: bool = True) -> list[Job]:
@@ -151,8 +157,7 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                 warm_cache_repo: str | None = None,
                 token_env: str = "GITHUB_TOKEN", github_url: str | None = None) -> RunResults:
     """Measure, write ``out`` and store the run (``db_url`` or the embedded SQLite default)."""
-    if rounds < 1 or block_ms <= 0 or timeout_s <= 0:
-        raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
+    check_measure_options(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s)
     sources = suite_sources(suites, repo)
     resolved = resolve_suites(sources)
     jobs = plan_jobs(resolved, device=device, models=models, modes=modes, dtypes=dtypes,
@@ -163,12 +168,10 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
     if git is None and gitutil.is_repo(repo):
         git = gitutil.head_info(repo)
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
-        wc = None
-        if warm_cache:
-            from compilewatch.bot.nightly import resolve_warm_cache
+        from compilewatch.bot.nightly import resolve_warm_cache
 
-            wc = resolve_warm_cache(warm_cache, env, dest=Path(dl), repo=warm_cache_repo,
-                                    token_env=token_env, github_url=github_url)
+        wc = resolve_warm_cache(warm_cache, env, dest=Path(dl), repo=warm_cache_repo,
+                                token_env=token_env, github_url=github_url)
         opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
                           warm=not no_warm, cache_root=cache_dir, python=python, warm_cache=wc)
 

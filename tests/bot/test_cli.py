@@ -43,3 +43,12 @@ def test_usage_error_exit_code_is_2(tmp_path):
     result = CliRunner().invoke(main, ["run", "--suite", str(tmp_path / "missing.py")])
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+@pytest.mark.parametrize("command", ["run", "pr"])
+@pytest.mark.parametrize("bad", [["--rounds", "0"], ["--block-ms", "0"], ["--timeout", "-1"]])
+def test_measuring_options_are_checked_before_anything_runs(command, bad, tmp_path):
+    result = CliRunner().invoke(main, [command, *bad, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "--rounds must be >= 1, --block-ms and --timeout > 0" in result.output
+    assert not (tmp_path / "o").exists()
