@@ -211,6 +211,10 @@ def nightly_command(*, suites: tuple[str, ...], models: tuple[str, ...], device:
     """Measure + build + verify (unless ``publish_only``), then publish what was verified."""
     if publish_to_release and not repo:
         raise UsageError("--publish-release needs --repo OWNER/NAME")
+    if not publish_only:
+        from compilewatch.bot.run import check_measure_options
+
+        check_measure_options(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s)
     folder = out / "artifacts"
     tag = tag or f"{tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
     results: RunResults | None = None

@@ -45,7 +45,7 @@ def test_usage_error_exit_code_is_2(tmp_path):
     assert "does not exist" in result.output
 
 
-@pytest.mark.parametrize("command", ["run", "pr"])
+@pytest.mark.parametrize("command", ["run", "pr", "nightly"])
 @pytest.mark.parametrize("bad", [["--rounds", "0"], ["--block-ms", "0"], ["--timeout", "-1"]])
 def test_measuring_options_are_checked_before_anything_runs(command, bad, tmp_path):
     result = CliRunner().invoke(main, [command, *bad, "--out", str(tmp_path / "o")])
