@@ -116,7 +116,7 @@ def validate_outdir(outdir: Path) -> tuple[RunResults, RunResults]:
     missing = [n for n in REQUIRED if not (outdir / n).is_file()]
     if missing:
         raise ResultsFileError(f"{outdir}: missing {', '.join(missing)}")
-    runs = _load(outdir / "base.json"), _load(outdir / "head.json")
+    runs = load_results(outdir / "base.json"), load_results(outdir / "head.json")
     for name, run in zip(("base.json", "head.json"), runs, strict=True):
         _check_samples(name, run)
     return runs
@@ -133,16 +133,6 @@ def _check_samples(name: str, run: RunResults) -> None:
         if n > MAX_SAMPLES:
             raise ResultsFileError(f"{name}: {r.model}: {n} timing samples is over the "
                                    f"{MAX_SAMPLES} that post accepts")
-
-
-def _load(path: Path) -> RunResults:
-    """``load_results``, with the file named in every error (version errors lack it)."""
-    try:
-        return load_results(path)
-    except ResultsFileError as e:
-        if str(e).startswith(str(path)):
-            raise
-        raise ResultsFileError(f"{path}: {e}") from None
 
 
 def _check_target(repo: str, pr: int | None, sha: str, head: RunResults) -> None:

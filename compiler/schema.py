@@ -323,7 +323,10 @@ def parse_results(data: Any, source: str = "<data>") -> RunResults:
     """Validate parsed JSON (any version) into ``RunResults``; errors name the field."""
     if not isinstance(data, dict):
         raise ResultsFileError(f"{source}: top level must be a JSON object")
-    data = _upgrade(data)
+    try:
+        data = _upgrade(data)
+    except ResultsFileError as e:
+        raise ResultsFileError(f"{source}: {e}") from None
     try:
         return RunResults.model_validate(data)
     except ValidationError as e:

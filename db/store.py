@@ -233,12 +233,7 @@ def ingest_files(db: Database, paths: Iterable[str | Path]) -> list[IngestOutcom
     """Validate and store results files, each in its own transaction."""
     outcomes = []
     for path in paths:
-        try:
-            results = load_results(path)
-        except ResultsFileError as e:
-            if str(e).startswith(str(path)):
-                raise
-            raise ResultsFileError(f"{path}: {e}") from None
+        results = load_results(path)  # its errors name the file
         stored, n_samples = _store(db, results)
         outcomes.append(IngestOutcome(source=str(path), run_id=results.run_id,
                                       results=len(results.results), samples=n_samples,

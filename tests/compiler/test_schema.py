@@ -65,8 +65,10 @@ def test_round_trip(tmp_path):
 def test_bad_fields_are_named(tmp_path, mutate, needle):
     data = _valid()
     mutate(data)
-    with pytest.raises(ResultsFileError, match=needle.replace(".", r"\.")):
-        load_results(_write(tmp_path, data))
+    path = _write(tmp_path, data)
+    with pytest.raises(ResultsFileError, match=needle.replace(".", r"\.")) as err:
+        load_results(path)
+    assert str(err.value).startswith(f"{path}: ")  # every error names the file
 
 
 def test_non_finite_numbers_rejected(tmp_path):
