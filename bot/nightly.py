@@ -142,10 +142,14 @@ def _published(path: Path) -> art.Manifest | None:
         return None
 
 
-def publish_dir(folder: Path, dest: Path, tag: str) -> Path:
+Verified = tuple[art.Manifest, list[Path]]
+
+
+def publish_dir(folder: Path, dest: Path, tag: str, verified: Verified | None = None) -> Path:
     """Copy the verified artifacts to ``dest/tag/`` and list them in its manifest, beside
-    what an earlier nightly of the same tag and environment published there."""
-    man, files = verified_only(folder)
+    what an earlier nightly of the same tag and environment published there. ``verified``:
+    ``verified_only(folder)`` when the caller already checked it."""
+    man, files = verified or verified_only(folder)
     target = dest / tag
     target.mkdir(parents=True, exist_ok=True)
     # Shards of one nightly may publish into the same tag at once: read-merge-write under a lock.
@@ -170,7 +174,7 @@ def publish_dir(folder: Path, dest: Path, tag: str) -> Path:
 
 
 def publish_release(folder: Path, repo: Any, tag: str, *, prefix: str,
-                    keep_last: int | None) -> list[str]:
+                    keep_last: int | None, verified: Verified | None = None) -> list[str]:
     """Create or update release ``tag`` with the verified artifacts and their manifest."""
     from compilewatch.bot.releases import (
         download_asset,
@@ -178,7 +182,7 @@ def publish_release(folder: Path, repo: Any, tag: str, *, prefix: str,
         publish_release_assets,
     )
 
-    man, files = verified_only(folder)
+    man, files = verified or verified_only(folder)
     staging = folder / ".publish"
     staging.mkdir(exist_ok=True)
     present = {a.name: a.size for a in list_release_assets(repo, tag, missing_ok=True)}
@@ -232,12 +236,15 @@ def nightly_command(*, suites: tuple[str, ...], models: tuple[str, ...], device:
     else:
         man, rejected = art.read_manifest(folder / art.MANIFEST_NAME), ()
     published = []
+    # Checked once (manifest read, every artifact hashed) for all destinations.
+    verified = verified_only(folder) if publish_to is not None or publish_to_release else None
     if publish_to is not None:
-        published.append(str(publish_dir(folder, publish_to, tag)))
+        published.append(str(publish_dir(folder, publish_to, tag, verified)))
     if publish_to_release:
         assert repo is not None
         gh = open_github(repo, token_env, github_url)
-        names = publish_release(folder, gh, tag, prefix=tag_prefix, keep_last=keep_last)
+        names = publish_release(folder, gh, tag, prefix=tag_prefix, keep_last=keep_last,
+                                verified=verified)
         published.append(f"release {tag}: {', '.join(names)}")
     report = NightlyReport(man, rejected, tuple(published))
     _print(report, results, quiet)
@@ -260,20 +267,19 @@ def _print(report: NightlyReport, results: RunResults | None, quiet: bool) -> No
 
 def fetch_release(repo: Any, prefix: str, dest: Path, fingerprint: str) -> Path:
     """Download the newest nightly's manifest and its artifacts for this environment."""
-    from compilewatch.bot.github_client import github_errors
-    from compilewatch.bot.releases import download_asset
+    from compilewatch.bot.releases import download_asset, nightly_releases, release_assets
 
-    with github_errors(f"list releases of {repo.full_name}"):
-        nightly = [r for r in repo.get_releases() if r.tag_name.startswith(prefix)]
+    nightly = nightly_releases(repo, prefix)
     if not nightly:
         raise CacheArtifactError(f"no release tagged {prefix}* in {repo.full_name}")
-    newest = max(nightly, key=lambda r: (r.created_at, r.id)).tag_name
+    newest = nightly[0].tag_name
+    assets = release_assets(nightly[0])
     folder = dest / newest
     man = art.read_manifest(download_asset(repo, newest, art.MANIFEST_NAME,
-                                           folder / art.MANIFEST_NAME))
+                                           folder / art.MANIFEST_NAME, assets))
     if man.fingerprint == fingerprint:
         for e in man.artifacts:
-            download_asset(repo, newest, e.file, folder / e.file)
+            download_asset(repo, newest, e.file, folder / e.file, assets)
     return dest
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from github.GitRelease import GitRelease
+from github.GitReleaseAsset import GitReleaseAsset
 from github.Repository import Repository
 
 from compilewatch.bot.github_client import github_errors, status_of
@@ -90,10 +91,16 @@ def publish_release_assets(repo: Repository, tag: str, files: Sequence[Path], *,
     return PublishedRelease(tag, release.html_url, assets, deleted)
 
 
-def _prune(repo: Repository, prefix: str, keep_last: int, current: str) -> tuple[str, ...]:
+def nightly_releases(repo: Repository, prefix: str) -> list[GitRelease]:
+    """The releases whose tag starts with ``prefix``, newest first."""
     with github_errors(f"list releases of {repo.full_name}"):
-        nightly = [r for r in repo.get_releases() if r.tag_name.startswith(prefix)]
-    nightly.sort(key=lambda r: (r.tag_name == current, r.created_at, r.id), reverse=True)
+        found = [r for r in repo.get_releases() if r.tag_name.startswith(prefix)]
+    return sorted(found, key=lambda r: (r.created_at, r.id), reverse=True)
+
+
+def _prune(repo: Repository, prefix: str, keep_last: int, current: str) -> tuple[str, ...]:
+    nightly = nightly_releases(repo, prefix)
+    nightly.sort(key=lambda r: r.tag_name == current, reverse=True)  # stable: then newest
     deleted = []
     for old in nightly[keep_last:]:
         with github_errors(f"delete old release {old.tag_name!r}"):
@@ -122,13 +129,21 @@ def list_release_assets(repo: Repository, tag: str, *,
                 if not a.name.endswith(UPLOADING_SUFFIX)]
 
 
-def download_asset(repo: Repository, tag: str, name: str, dest: Path) -> Path:
-    """Download asset ``name`` of release ``tag`` to ``dest`` (atomically, size checked)."""
-    release = _find_release(repo, tag)
-    asset = None
-    if release is not None:
-        with github_errors(f"list the assets of release {tag!r}"):
-            asset = next((a for a in release.get_assets() if a.name == name), None)
+def release_assets(release: GitRelease) -> dict[str, GitReleaseAsset]:
+    """A release's finished assets by name, listed once for several downloads."""
+    with github_errors(f"list the assets of release {release.tag_name!r}"):
+        return {a.name: a for a in release.get_assets()
+                if not a.name.endswith(UPLOADING_SUFFIX)}
+
+
+def download_asset(repo: Repository, tag: str, name: str, dest: Path,
+                   assets: dict[str, GitReleaseAsset] | None = None) -> Path:
+    """Download asset ``name`` of release ``tag`` to ``dest`` (atomically, size checked).
+    ``assets`` (``release_assets``) saves looking the release up again."""
+    if assets is None:
+        release = _find_release(repo, tag)
+        assets = release_assets(release) if release is not None else {}
+    asset = assets.get(name)
     if asset is None:
         raise GitHubError(f"asset {name!r} not found in release {tag!r} of {repo.full_name}")
     dest = Path(dest)
