@@ -258,7 +258,7 @@ def frame_stats() -> dict[str, Any]:
         "aot_autograd": minus(backend, inductor),
         "inductor": minus(inductor, codegen),
         "codegen": codegen,
-        "kernel_compile": total_us("triton_compile_time_us"),
+        "kernel_compile": total_us("triton_compile_time_us"),  # inside the others: not summed
     }
     guards = [getattr(m, "guard_count", None) for m in ms]
     guards = [g for g in guards if g is not None]
