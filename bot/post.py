@@ -74,23 +74,15 @@ def trusted_render(base: RunResults, head: RunResults, report_url: str | None,
     Thresholds and the baseline come from ``config_dir``, a trusted checkout (the default
     branch), never from the PR: a PR must not be able to loosen its own gate.
     """
-    from compilewatch.bot.baseline import load_baseline
-    from compilewatch.bot.compare import compare
-    from compilewatch.bot.project import load_project_config
-    from compilewatch.bot.render import MARKER, render_markdown
-    from compilewatch.bot.sitemap import trend_url_template
+    from compilewatch.bot.render import MARKER
+    from compilewatch.bot.report import compare_with_project, render
 
-    thresholds = baseline = None
-    if config_dir is not None:
-        project = load_project_config(config_dir)
-        thresholds, baseline = project.threshold_policy(), load_baseline(project.baseline_path)
-    comparison = compare(base, head, thresholds=thresholds, baseline=baseline)
+    comparison = compare_with_project(base, head, config_dir)
     h = comparison.headline
     title = (f"{h.gating} gating regression(s)" if comparison.gating_regression
              else "No gating regression") + f"; {h.regressions} regressed, " \
         f"{h.improvements} improved"
-    trend = trend_url_template(trends_url) if trends_url else None
-    return Rendered(render_markdown(comparison, report_url=report_url, trend_url=trend), title,
+    return Rendered(render(comparison, "markdown", report_url, trends_url), title,
                     comparison.gating_regression, MARKER)
 
 

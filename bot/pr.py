@@ -21,12 +21,9 @@ from typing import Literal
 import click
 
 from compilewatch.bot import git as gitutil
-from compilewatch.bot.baseline import load_baseline
-from compilewatch.bot.compare import compare
 from compilewatch.bot.comparison import Comparison
 from compilewatch.bot.nightly import resolve_warm_cache
-from compilewatch.bot.project import load_project_config
-from compilewatch.bot.report import raise_on_gating, render
+from compilewatch.bot.report import compare_with_project, raise_on_gating, render
 from compilewatch.bot.run import (
     build_results,
     check_measure_options,
@@ -199,13 +196,11 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
         check_models_matched(plans.values(), models)
         measured = measure_sides(interleave(plans["base"].jobs, plans["head"].jobs), opts,
                                  measure)
-        project = load_project_config(trees["base"])  # thresholds the PR cannot loosen
-        baseline = load_baseline(project.baseline_path)
         runs = {s: build_results(measured[s], env=envs[pythons[s]], git=_git(refs, s),
                                  sources=_display(plans[s].sources, trees[s]), opts=opts[s],
                                  started=started, trigger="pr", side=s) for s in SIDES}
-    comparison = compare(runs["base"], runs["head"], thresholds=project.threshold_policy(),
-                         baseline=baseline)
+        # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
+        comparison = compare_with_project(runs["base"], runs["head"], trees["base"])
     return _finish(comparison, runs, out=out, db_url=db_url, report_url=report_url,
                    fail_on_regression=fail_on_regression, quiet=quiet)
 

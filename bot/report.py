@@ -12,9 +12,21 @@ from compilewatch.bot.comparison import Comparison
 from compilewatch.bot.project import load_project_config
 from compilewatch.bot.sides import load_side
 from compilewatch.compiler.errors import RegressionFound
-from compilewatch.compiler.schema import write_atomic
+from compilewatch.compiler.schema import RunResults, write_atomic
 
 Format = Literal["markdown", "html", "json", "table"]
+
+
+def compare_with_project(base: RunResults, head: RunResults,
+                         config_dir: Path | None) -> Comparison:
+    """``compare`` with the thresholds and baseline of the project checked out at
+    ``config_dir`` (None: the built-in defaults). ``compare``, ``pr`` and ``post`` all judge
+    this way; ``pr`` and ``post`` pass a trusted checkout, never the PR's."""
+    if config_dir is None:
+        return compare(base, head)
+    project = load_project_config(config_dir)
+    return compare(base, head, thresholds=project.threshold_policy(),
+                   baseline=load_baseline(project.baseline_path))
 
 
 def render(comparison: Comparison, fmt: Format, report_url: str | None = None,
@@ -42,11 +54,7 @@ def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path
 
     The output is written before a gating regression is raised, so CI keeps the report.
     """
-    project = load_project_config(repo)
-    policy = project.threshold_policy()
-    baseline = load_baseline(project.baseline_path)
-    comparison = compare(load_side(base, db_url), load_side(head, db_url), thresholds=policy,
-                         baseline=baseline)
+    comparison = compare_with_project(load_side(base, db_url), load_side(head, db_url), repo)
     text = render(comparison, fmt, report_url, trends_url)
     if out is None:
         sys.stdout.write(text)
