@@ -31,15 +31,11 @@ from compilewatch.bot.github_client import (
     split_repo,
 )
 from compilewatch.bot.neutralise import neutralise
+from compilewatch.bot.outdir import FILE_LIMITS, REQUIRED
 from compilewatch.bot.sticky import CommentResult, fit_comment, upsert_comment
 from compilewatch.compiler.errors import GitHubError, ResultsFileError, UsageError
 from compilewatch.compiler.schema import RunResults, load_results
 
-MIB = 1024 * 1024
-# What `compilewatch pr` writes, with a size cap each; anything else in the artifact is refused.
-FILE_LIMITS = {"base.json": 32 * MIB, "head.json": 32 * MIB, "comparison.json": 32 * MIB,
-               "comment.md": 1 * MIB, "report.html": 32 * MIB}
-REQUIRED = ("base.json", "head.json")
 _SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
 _HEAD_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}:[^\s:~^?*\[\\]{1,255}$")

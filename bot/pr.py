@@ -23,6 +23,7 @@ import click
 from compilewatch.bot import git as gitutil
 from compilewatch.bot.comparison import Comparison
 from compilewatch.bot.nightly import resolve_warm_cache
+from compilewatch.bot.outdir import OUT_FILES
 from compilewatch.bot.report import compare_with_project, raise_on_gating, render
 from compilewatch.bot.run import (
     build_results,
@@ -40,7 +41,6 @@ from compilewatch.suites.loader import Suite, load_suite
 
 SideName = Literal["base", "head"]
 SIDES: tuple[SideName, SideName] = ("base", "head")
-OUT_FILES = ("base.json", "head.json", "comparison.json", "comment.md", "report.html")
 
 Measure = Callable[[SideName, Job, RunOptions], ModelResult]
 Collect = Callable[[str], Environment]

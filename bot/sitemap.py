@@ -31,15 +31,19 @@ def suite_chart(suite: str) -> str:
     return f"suites/{path_part(suite)}"
 
 
+MODEL_PAGE = "models/{suite}/{model}/{config}.html"
+
+
 def model_page(suite: str, model: str, config: str) -> str:
     """Path of a model's page, relative to the site root (charts: same stem, .png and .svg)."""
-    return f"models/{path_part(suite)}/{path_part(model)}/{path_part(config)}.html"
+    return MODEL_PAGE.format(suite=path_part(suite), model=path_part(model),
+                             config=path_part(config))
 
 
 def trend_url_template(base_url: str) -> str:
     """The ``trend_url`` for ``render_markdown``: ``{suite}``, ``{model}``, ``{config}`` are
     filled with ``path_part`` of the row's names, so the link is the page ``trends`` wrote."""
-    return base_url.rstrip("/") + "/models/{suite}/{model}/{config}.html"
+    return f"{base_url.rstrip('/')}/{MODEL_PAGE}"
 
 
 def fill(template: str, *, suite: str, model: str, config: str) -> str:

@@ -1,0 +1,10 @@
+"""The output directory ``compilewatch pr`` writes and ``compilewatch post`` reads: its files and
+the size cap of each. One definition, so ``pr`` refuses early what ``post`` would refuse."""
+
+from __future__ import annotations
+
+MIB = 1024 * 1024
+FILE_LIMITS = {"base.json": 32 * MIB, "head.json": 32 * MIB, "comparison.json": 32 * MIB,
+               "comment.md": 1 * MIB, "report.html": 32 * MIB}
+OUT_FILES = tuple(FILE_LIMITS)
+REQUIRED = ("base.json", "head.json")
