@@ -120,7 +120,10 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None,
             hi = mid - 1
     if best is None:  # even the headline alone is too long: cut it, keep the marker
         note = "\n\n_(truncated: the full report has everything)_\n"
-        best = full[: max_chars - len(note)].rsplit("\n", 1)[0] + note
+        # cut in UTF-16 units, as GitHub (and ``length``) count: emoji take two
+        room = 2 * max(0, max_chars - length(note))
+        head = full.encode("utf-16-le")[:room].decode("utf-16-le", errors="ignore")
+        best = head.rsplit("\n", 1)[0] + note
     return best
 
 

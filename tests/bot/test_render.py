@@ -228,3 +228,12 @@ class _HtmlAttrs:
     def feed(self, html: str) -> None:
         self._p.feed(html)
         self._p.close()
+
+
+@pytest.mark.parametrize("max_chars", [200, 500, 900, 1300, 1550])
+def test_headline_cut_stays_within_the_limit_in_utf16_units(max_chars):
+    """Below the size of the headline, the comment is cut, and emoji (two UTF-16 units each)
+    must not push it over the limit GitHub counts."""
+    md = render_markdown(_mixed(), max_chars=max_chars)
+    assert length(md) <= max_chars
+    assert md.startswith(MARKER) and md.endswith("_(truncated: the full report has everything)_\n")
