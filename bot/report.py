@@ -76,7 +76,9 @@ def run_report_command(*, results: str, out: Path, db_url: str | None = None) ->
 def raise_on_gating(comparison: Comparison) -> None:
     """Exit 1 for CI; called after every output is written so the report survives."""
     if comparison.gating_regression:
-        names = ", ".join(r.model for r in comparison.rows if r.gating)
+        # a model that passed on base and is skipped on head gates too (compare's rule)
+        names = ", ".join([*(r.model for r in comparison.rows if r.gating),
+                           *(m.model for m in comparison.newly_failing if m.status == "skip")])
         raise RegressionFound(f"{comparison.headline.gating} model(s) with a gating "
                               f"regression: {names}")
 

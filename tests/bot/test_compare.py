@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from compilewatch.bot.baseline import Baseline, Expected
 from compilewatch.bot.compare import compare
 from compilewatch.bot.comparison import Comparison, Verdict
@@ -152,6 +154,11 @@ def test_a_model_that_passed_and_is_skipped_on_head_gates():
     c = compare(base, head)
     assert c.gating_regression and c.headline.gating == 1
     assert [r.model for r in c.newly_failing] == ["m"]
+    from compilewatch.bot.report import raise_on_gating
+    from compilewatch.compiler.errors import RegressionFound
+
+    with pytest.raises(RegressionFound, match=r"1 model\(s\) with a gating regression: m$"):
+        raise_on_gating(c)  # the CI message names it
 
 
 def test_no_cold_compile_verdict_when_a_side_reused_its_cache():
