@@ -90,6 +90,8 @@ def _clone(out: Any) -> Any:
 
     if isinstance(out, torch.Tensor):
         return out.detach().clone()
+    if isinstance(out, tuple) and hasattr(out, "_fields"):  # a named tuple takes fields
+        return type(out)(*(_clone(x) for x in out))
     if isinstance(out, (tuple, list)):
         return type(out)(_clone(x) for x in out)
     if isinstance(out, dict):
