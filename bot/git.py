@@ -30,7 +30,10 @@ def is_repo(path: str | Path) -> bool:
 
 
 def head_info(repo: str | Path) -> dict[str, object]:
-    """Commit, branch and dirtiness of a checkout (for the results' ``git`` block)."""
+    """Commit, branch and dirtiness of a checkout (for the results' ``git`` block); empty
+    outside a git checkout (a run of an unversioned directory records no git block)."""
+    if not is_repo(repo):
+        return {}
     commit = git(repo, "rev-parse", "HEAD")
     ref = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     dirty = bool(git(repo, "status", "--porcelain", "--untracked-files=no"))

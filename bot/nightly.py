@@ -87,7 +87,7 @@ def measure_nightly(*, suites: tuple[str, ...], models: tuple[str, ...], device:
     opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s, python=python,
                       artifact_dir=out / "artifacts")
     started, run_id = now(), uuid.uuid4().hex
-    git = gitutil.head_info(repo) if gitutil.is_repo(repo) else {}
+    git = gitutil.head_info(repo)
 
     results_of = functools.partial(build_results, env=env, git=git, sources=sources, opts=opts,
                                    started=started, trigger="nightly", run_id=run_id)

@@ -152,8 +152,7 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                 cache_dir: Path | None, no_warm: bool, db_url: str | None, quiet: bool,
                 no_db: bool = False,
                 python: str = sys.executable, repo: Path = Path("."),
-                trigger: str = "local", git: dict[str, Any] | None = None,
-                side: str | None = None, warm_cache: str | None = None,
+                warm_cache: str | None = None,
                 warm_cache_repo: str | None = None,
                 token_env: str = "GITHUB_TOKEN", github_url: str | None = None) -> RunResults:
     """Measure, write ``out`` and store the run (``db_url`` or the embedded SQLite default)."""
@@ -165,8 +164,7 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
     started, run_id = now(), uuid.uuid4().hex
     env = collect_environment(python)
     console = log_console()
-    if git is None and gitutil.is_repo(repo):
-        git = gitutil.head_info(repo)
+    git = gitutil.head_info(repo)
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
         from compilewatch.bot.nightly import resolve_warm_cache
 
@@ -176,8 +174,7 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                           warm=not no_warm, cache_root=cache_dir, python=python, warm_cache=wc)
 
         results_of = functools.partial(build_results, env=env, git=git, sources=sources,
-                                       opts=opts, started=started, trigger=trigger, side=side,
-                                       run_id=run_id)
+                                       opts=opts, started=started, run_id=run_id)
         runs = measure_jobs(jobs, opts, quiet=quiet, console=console, on_done=lambda done: (
             save_results(results_of([j.result for j in done], finished=False), out)))
     results = results_of([j.result for j in runs])

@@ -27,11 +27,11 @@ def _fake(kill_at: int | None) -> Any:
     return measure
 
 
-def _run(harness_suite: str, out: Path, tmp_path: Path) -> None:
+def _run(harness_suite: str, out: Path, tmp_path: Path, repo: Path = Path(".")) -> None:
     runmod.run_command(suites=(harness_suite,), models=("breaks", "branchy"), device="cpu",
                        modes=(), dtypes=(), dynamics=(), out=out, timeout_s=60.0, rounds=3,
                        block_ms=2.0, cache_dir=None, no_warm=True,
-                       db_url=f"sqlite:///{tmp_path / 'cw.db'}", quiet=True)
+                       db_url=f"sqlite:///{tmp_path / 'cw.db'}", quiet=True, repo=repo)
 
 
 def test_a_killed_run_keeps_the_models_it_finished(harness_suite: str, tmp_path: Path,
@@ -53,3 +53,14 @@ def test_a_finished_run_says_so(harness_suite: str, tmp_path: Path,
     done = load_results(out)
     assert [r.model for r in done.results] == ["breaks", "branchy"]
     assert done.finished_at is not None
+
+
+def test_the_git_block_is_the_checkout_or_empty(harness_suite: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runmod, "run_job_full", _fake(kill_at=None))
+    _run(harness_suite, tmp_path / "in.json", tmp_path)  # this repository
+    assert load_results(tmp_path / "in.json").git.commit is not None
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    _run(harness_suite, tmp_path / "out.json", tmp_path, repo=plain)  # not a checkout
+    assert load_results(tmp_path / "out.json").git.commit is None
