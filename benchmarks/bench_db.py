@@ -28,7 +28,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from factories import model_result, run_results
 
-from compilewatch.db import aa_noise, connect, ingest, latest_run, metric_history
+from compilewatch.db import aa_noise, connect, ingest, latest_run, metric_history, results_history
 from compilewatch.db.engine import create, resolve_url
 from compilewatch.db.migrate import upgrade
 
@@ -86,6 +86,9 @@ def bench(url: str, days: int, models: int, samples: int) -> None:
                                                  metric="cold_s"),
             "latest_run": lambda: latest_run(db, commit=mid, suite="micro",
                                              fingerprint="f" * 32),
+            # what `compilewatch trends` runs: every result of every nightly, all metrics
+            "results_history(ref=main), the trends query": lambda: results_history(
+                db, ref="main"),
         }
         points = len(metric_history(db, model="model_042", metric="compiled_median_us"))
         print(f"  history of one model and metric: {points} points")

@@ -8,7 +8,7 @@ from pathlib import Path
 from compilewatch.compiler.errors import UsageError
 from compilewatch.compiler.schema import RunResults, load_results
 
-RUN_ID = re.compile(r"^[A-Za-z0-9_\-]{8,64}$")  # as RunResults.run_id
+RUN_ID = re.compile(r"^[A-Za-z0-9_\-]{8,64}$")  # as schema.RunId
 
 
 def load_side(spec: str, db_url: str | None) -> RunResults:
@@ -21,9 +21,7 @@ def load_side(spec: str, db_url: str | None) -> RunResults:
     if not RUN_ID.match(spec):
         raise UsageError(f"{spec}: no such results file, and not a run id (8-64 letters, digits, "
                          "'-' or '_')")
-    try:
-        from compilewatch.db import connect, load_run  # the db extra is optional at import time
-    except ImportError as e:
-        raise UsageError(f"{spec}: no such results file; reading run ids needs the database "
-                         f"support, which failed to import ({e})") from None
-    return load_run(connect(db_url), spec)
+    from compilewatch.db import connect, load_run
+
+    with connect(db_url) as db:
+        return load_run(db, spec)

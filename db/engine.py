@@ -117,9 +117,9 @@ class Database:
 
 
 @contextlib.contextmanager
-def wrap_errors(db: Database | str) -> Iterator[None]:
+def wrap_errors(db: Database) -> Iterator[None]:
     """Turn SQLAlchemy / driver errors into ``DatabaseError`` with a next step."""
-    where = db.url if isinstance(db, Database) else db
+    where = db.url
     try:
         yield
     except CompilewatchError:
