@@ -1,4 +1,6 @@
-"""The questions compare and trends ask of stored runs.
+"""Questions asked of stored runs: ``results_history`` feeds ``trends``; the others
+(latest run, one metric's history, A/A noise, a PR's runs) are the library API for scripts and
+dashboards (docs/storage.md), not used by the commands themselves.
 
 All return plain frozen dataclasses in time order (oldest first), never ORM objects, so that
 callers need no session. Times are naive UTC.
