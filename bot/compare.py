@@ -7,6 +7,7 @@ The method (medians, bootstrap intervals, the eager witness, thresholds) is in d
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
 
 from compilewatch.bot.baseline import Baseline, Expected, outcome
@@ -44,12 +45,6 @@ def _policy(thresholds: Thresholds | ThresholdPolicy | None) -> ThresholdPolicy:
 def _ran(r: ModelResult) -> bool:
     """Compiled and executed (an accuracy failure still ran and was timed)."""
     return r.status in (Status.PASS, Status.FAIL)
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def _delta(est: RatioEstimate | None, base: float, head: float, t: MetricThreshold | None,
@@ -93,8 +88,8 @@ def _timings(b: ModelResult, h: ModelResult, t: Thresholds) -> tuple[Delta, ...]
     return (
         _delta(compiled, bl.compiled_median_us, hl.compiled_median_us, t.compiled_time, note),
         _delta(eager, bl.eager_median_us, hl.eager_median_us, None),
-        _delta(speed, b.speedup.value if b.speedup else _median(bs or [0.0]),
-               h.speedup.value if h.speedup else _median(hs or [0.0]), None),
+        _delta(speed, b.speedup.value if b.speedup else statistics.median(bs or [0.0]),
+               h.speedup.value if h.speedup else statistics.median(hs or [0.0]), None),
     )
 
 
@@ -149,9 +144,9 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                   expected: Expected | None = None) -> ModelRow:
     """One model present on both sides."""
     exp = expected or Expected()
-    timings = _timings(b, h, t) if _ran(b) and _ran(h) else None
-    compiled, eager, speedup = timings or (None, None, None)
     both = _ran(b) and _ran(h)
+    timings = _timings(b, h, t) if both else None
+    compiled, eager, speedup = timings or (None, None, None)
     gb = rc = None
     if both:
         gb = _counts(b.break_count, h.break_count, exp.graph_breaks,
@@ -209,15 +204,16 @@ def _sum(values: list[float]) -> float | None:
     return sum(values) if values else None
 
 
-def _aggregates(rows: list[ModelRow], bb: dict, hh: dict) -> Aggregates:
+def _aggregates(rows: list[ModelRow]) -> Aggregates:
     timed = [r for r in rows if r.ran_both]
     sp = [r.speedup for r in timed if r.speedup and r.speedup.base > 0 and r.speedup.head > 0]
     cold = [r.cold_compile for r in rows if r.cold_compile]
     warm = [r.warm_compile for r in rows if r.warm_compile]
     start = [r.warm_start for r in rows if r.warm_start]
     n = len(rows)
-    passed_b = sum(outcome(bb[(r.suite, r.model, r.config)]) == "pass" for r in rows)
-    passed_h = sum(outcome(hh[(r.suite, r.model, r.config)]) == "pass" for r in rows)
+    # every row carries both sides' outcome in its accuracy change
+    passed_b = sum(r.accuracy is not None and r.accuracy.base == "pass" for r in rows)
+    passed_h = sum(r.accuracy is not None and r.accuracy.head == "pass" for r in rows)
     return Aggregates(
         models=n,
         geomean_speedup_base=geomean([d.base for d in sp]),
@@ -276,17 +272,18 @@ def compare(base: RunResults, head: RunResults, *,
             notes.append(f"the {name} run did not finish: it holds the {len(run.results)} "
                          f"model(s) measured before it stopped; models missing from it are "
                          f"listed as added or removed")
+    headline = Headline(regressions=verdicts[Verdict.REGRESSION],
+                        improvements=verdicts[Verdict.IMPROVEMENT],
+                        unchanged=verdicts[Verdict.UNCHANGED],
+                        within_noise=verdicts[Verdict.WITHIN_NOISE],
+                        gating=sum(r.gating for r in rows) + len(skipped))
     return Comparison(
         base=_side(base), head=_side(head), rows=rows,
         added=[_ref(hh[i]) for i in sorted(hh.keys() - bb.keys())],
         removed=[_ref(bb[i]) for i in sorted(bb.keys() - hh.keys())],
         newly_failing=[_ref(r) for r in failing], newly_fixed=[_ref(r) for r in fixed],
-        aggregates=_aggregates(rows, bb, hh),
-        headline=Headline(regressions=verdicts[Verdict.REGRESSION],
-                          improvements=verdicts[Verdict.IMPROVEMENT],
-                          unchanged=verdicts[Verdict.UNCHANGED],
-                          within_noise=verdicts[Verdict.WITHIN_NOISE],
-                          gating=sum(r.gating for r in rows) + len(skipped)),
+        aggregates=_aggregates(rows),
+        headline=headline,
         cache=_cache_summary(rows),
-        gating_regression=any(r.gating for r in rows) or bool(skipped), notes=notes,
+        gating_regression=headline.gating > 0, notes=notes,
     )
