@@ -16,8 +16,9 @@ import statistics
 import sys
 import time
 
-from compilewatch.compiler.runner import Job, RunOptions, run_job
-from compilewatch.compiler.schema import Config, Status
+from compilewatch.compiler.plan import Job
+from compilewatch.compiler.runner import RunOptions, run_job
+from compilewatch.core.schema import Config, Status
 from compilewatch.suites.loader import load_suite
 
 

@@ -12,7 +12,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from compilewatch.bot.run import plan_jobs
+from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.runner import RunOptions, run_job_full
 from compilewatch.suites.loader import resolve_suites
 

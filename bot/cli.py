@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from compilewatch.compiler.errors import CompilewatchError
+from compilewatch.core.errors import CompilewatchError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -323,7 +323,7 @@ def compare_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch compare base.json head.json --format html --out report.html
     """
-    from compilewatch.bot.report import compare_command
+    from compilewatch.bot.compare import compare_command
 
     compare_command(**kwargs)
 
@@ -351,9 +351,9 @@ def baseline_update_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch baseline update results.json --repo .
     """
-    from compilewatch.bot.report import baseline_update_command
+    from compilewatch.bot.baseline import baseline_update_command
 
-    baseline_update_command(**kwargs)
+    click.echo(baseline_update_command(**kwargs))
 
 
 @main.command("pr")
@@ -425,10 +425,13 @@ def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
     Example:
       compilewatch trends --out site/ --db postgresql://ci@db.internal/compilewatch
     """
-    from compilewatch.bot.dashboard import trends_command
+    from compilewatch.bot.trends import trends_command
 
-    trends_command(ref=None if ref == "*" else ref, trigger=None if trigger == "*" else trigger,
-                   **kwargs)
+    report = trends_command(ref=None if ref == "*" else ref,
+                            trigger=None if trigger == "*" else trigger, **kwargs)
+    click.echo(report.summary)
+    if report.warning:
+        click.echo(report.warning, err=True)
 
 
 @main.command("post")

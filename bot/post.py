@@ -20,8 +20,8 @@ from typing import Any
 import click
 from github.Repository import Repository
 
-from compilewatch.bot.checks import CheckResult, set_check
-from compilewatch.bot.github_client import (
+from compilewatch.bot.github.checks import CheckResult, set_check
+from compilewatch.bot.github.client import (
     DEFAULT_POLICY,
     Credentials,
     RetryPolicy,
@@ -30,11 +30,11 @@ from compilewatch.bot.github_client import (
     open_repo,
     split_repo,
 )
-from compilewatch.bot.neutralise import neutralise
+from compilewatch.bot.github.sticky import CommentResult, fit_comment, upsert_comment
 from compilewatch.bot.outdir import FILE_LIMITS, REQUIRED
-from compilewatch.bot.sticky import CommentResult, fit_comment, upsert_comment
-from compilewatch.compiler.errors import GitHubError, ResultsFileError, UsageError
-from compilewatch.compiler.schema import RunResults, load_results
+from compilewatch.bot.render.neutralise import neutralise
+from compilewatch.core.errors import GitHubError, ResultsFileError, UsageError
+from compilewatch.core.schema import RunResults, load_results
 
 _SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
@@ -70,8 +70,8 @@ def trusted_render(base: RunResults, head: RunResults, report_url: str | None,
     Thresholds and the baseline come from ``config_dir``, a trusted checkout (the default
     branch), never from the PR: a PR must not be able to loosen its own gate.
     """
-    from compilewatch.bot.render import MARKER
-    from compilewatch.bot.report import compare_with_project, render
+    from compilewatch.bot.judge.project import compare_with_project
+    from compilewatch.bot.render.formats import MARKER, render
 
     comparison = compare_with_project(base, head, config_dir)
     h = comparison.headline

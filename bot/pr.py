@@ -20,23 +20,25 @@ from typing import Literal
 
 import click
 
-from compilewatch.bot import git as gitutil
-from compilewatch.bot.comparison import Comparison
-from compilewatch.bot.nightly import resolve_warm_cache
-from compilewatch.bot.outdir import OUT_FILES
-from compilewatch.bot.report import compare_with_project, raise_on_gating, render
-from compilewatch.bot.run import (
+from compilewatch.bot.cache.fetch import resolve_warm_cache
+from compilewatch.bot.checkout import git as gitutil
+from compilewatch.bot.checkout.worktrees import worktrees
+from compilewatch.bot.judge.comparison import Comparison
+from compilewatch.bot.judge.project import compare_with_project
+from compilewatch.bot.judge.verdicts import raise_on_gating
+from compilewatch.bot.measuring import (
     build_results,
     check_measure_options,
     collect_environment,
     now,
-    plan_jobs,
     suite_sources,
 )
-from compilewatch.bot.worktrees import worktrees
-from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.runner import Job, RunOptions, run_job
-from compilewatch.compiler.schema import Environment, ModelResult, RunResults, dumps_results
+from compilewatch.bot.outdir import OUT_FILES
+from compilewatch.bot.render.formats import render
+from compilewatch.compiler.plan import Job, plan_jobs
+from compilewatch.compiler.runner import RunOptions, run_job
+from compilewatch.core.errors import UsageError
+from compilewatch.core.schema import Environment, ModelResult, RunResults, dumps_results
 from compilewatch.suites.loader import Suite, load_suite
 
 SideName = Literal["base", "head"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.schema import RunResults, load_results
+from compilewatch.core.errors import UsageError
+from compilewatch.core.schema import RunResults, load_results
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_\-]{8,64}$")  # as schema.RunId
 

@@ -1,152 +1,39 @@
-"""The data of the dashboard: nightly series per suite and per model, with their steps.
-
-Pulled from the database in one query (``results_history``); no drawing and no I/O beyond it, so
-charts, HTML and JSON all render the same ``Trends`` object.
-"""
+"""``compilewatch trends``: load the stored history and write the static dashboard."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
-from compilewatch.bot.changepoints import Step, detect_steps
-from compilewatch.compiler.timing import geomean
-from compilewatch.db import Database, ResultPoint, results_history
-
-# metric key -> (label, unit); the order is the order of the panels
-METRICS: dict[str, tuple[str, str]] = {
-    "speedup": ("speedup (eager / compiled)", "×"),
-    "cold_s": ("cold compile time", "s"),
-    "warm_s": ("warm compile time", "s"),
-    "warm_start_s": ("warm start compile time (artifact)", "s"),
-    "graph_breaks": ("graph breaks", ""),
-    "recompiles": ("recompiles", ""),
-    "pass_rate": ("pass rate", ""),
-}
-SUITE_LABELS = {"speedup": "geomean speedup", "cold_s": "geomean cold compile time",
-                "warm_s": "geomean warm compile time",
-                "warm_start_s": "geomean warm start compile time",
-                "graph_breaks": "graph breaks (sum)", "recompiles": "recompiles (sum)"}
+from compilewatch.bot.history.dashboard import write_site
+from compilewatch.bot.history.series import load_trends
+from compilewatch.db import connect
 
 
 @dataclass(frozen=True)
-class TrendStep:
-    """A detected step, placed on its night."""
+class TrendsReport:
+    """What the command wrote, and a warning when no stored run matched the filters."""
 
-    night: int  # index in the series of the first night at the new level
-    time: datetime
-    commit: str | None
-    before: float
-    after: float
-    rel_change: float | None
+    index: Path
+    summary: str
+    warning: str | None = None
 
 
-@dataclass(frozen=True)
-class Series:
-    metric: str
-    label: str
-    unit: str
-    times: tuple[datetime, ...]
-    commits: tuple[str | None, ...]
-    values: tuple[float, ...]
-    steps: tuple[TrendStep, ...]
-
-    @property
-    def latest(self) -> float | None:
-        return self.values[-1] if self.values else None
-
-
-@dataclass(frozen=True)
-class ModelTrend:
-    suite: str
-    model: str
-    config: str
-    series: tuple[Series, ...]
-
-    @property
-    def steps(self) -> list[tuple[Series, TrendStep]]:
-        return [(s, st) for s in self.series for st in s.steps]
-
-
-@dataclass(frozen=True)
-class SuiteTrend:
-    suite: str
-    nights: int
-    series: tuple[Series, ...]
-    models: tuple[ModelTrend, ...] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
-class Trends:
-    ref: str | None
-    trigger: str | None
-    suites: tuple[SuiteTrend, ...]
-
-
-def make_series(metric: str, points: Sequence[tuple[datetime, str | None, float]],
-                label: str | None = None) -> Series:
-    """A series in time order with its steps detected and placed on their nights."""
-    times, commits, values = (tuple(c) for c in zip(*points, strict=True)) if points else ((),) * 3
-    steps = [_place(s, times, commits) for s in detect_steps(values)]
-    name, unit = METRICS[metric]
-    return Series(metric=metric, label=label or name, unit=unit, times=times, commits=commits,
-                  values=values, steps=tuple(steps))
-
-
-def _place(step: Step, times: Sequence[datetime], commits: Sequence[str | None]) -> TrendStep:
-    return TrendStep(night=step.index, time=times[step.index], commit=commits[step.index],
-                     before=step.before, after=step.after, rel_change=step.rel_change)
-
-
-def _value(r: ResultPoint, metric: str) -> float | None:
-    if metric == "pass_rate":
-        return 1.0 if r.status == "pass" else 0.0
-    return r.metrics[metric] if r.status in ("pass", "fail") else None
-
-
-def _model_trend(key: tuple[str, str, str], rows: list[ResultPoint]) -> ModelTrend:
-    series = []
-    for metric in METRICS:
-        pts = [(r.time, r.commit, v) for r in rows if (v := _value(r, metric)) is not None]
-        series.append(make_series(metric, pts))
-    return ModelTrend(*key, series=tuple(series))
-
-
-AGGREGATES: dict[str, Callable[[list[float]], float | None]] = {
-    "speedup": geomean, "cold_s": geomean, "warm_s": geomean, "warm_start_s": geomean,
-    "graph_breaks": lambda v: float(sum(v)) if v else None,
-    "recompiles": lambda v: float(sum(v)) if v else None,
-    "pass_rate": lambda v: sum(v) / len(v) if v else None,
-}
-
-
-def _suite_trend(suite: str, rows: list[ResultPoint]) -> SuiteTrend:
-    runs: dict[str, list[ResultPoint]] = defaultdict(list)
-    for r in rows:
-        runs[r.run_id].append(r)
-    series = []
-    for metric in METRICS:
-        pts = []
-        for run_rows in runs.values():
-            vals = [v for r in run_rows if (v := _value(r, metric)) is not None]
-            if (agg := AGGREGATES[metric](vals)) is not None:
-                pts.append((run_rows[0].time, run_rows[0].commit, agg))
-        series.append(make_series(metric, pts, SUITE_LABELS.get(metric)))
-    by_model: dict[tuple[str, str, str], list[ResultPoint]] = defaultdict(list)
-    for r in rows:
-        by_model[(r.suite, r.model, r.config_slug)].append(r)
-    models = tuple(_model_trend(k, v) for k, v in sorted(by_model.items()))
-    return SuiteTrend(suite=suite, nights=len(runs), series=tuple(series), models=models)
-
-
-def load_trends(db: Database, *, suite: str | None = None, ref: str | None = "main",
-                trigger: str | None = "nightly", since: datetime | None = None) -> Trends:
-    """Every suite's and model's nightly series (by default: nightlies of main)."""
-    rows = results_history(db, suite=suite, ref=ref, trigger=trigger, since=since)
-    per_suite: dict[str, list[ResultPoint]] = defaultdict(list)
-    for r in rows:
-        per_suite[r.suite].append(r)
-    return Trends(ref=ref, trigger=trigger,
-                  suites=tuple(_suite_trend(s, rs) for s, rs in sorted(per_suite.items())))
+def trends_command(*, out: Path, db_url: str | None = None, suite: str | None = None,
+                   ref: str | None = "main", trigger: str | None = "nightly",
+                   since: datetime | None = None) -> TrendsReport:
+    """Load the history from the database and write the dashboard into ``out``."""
+    with connect(db_url) as db:
+        trends = load_trends(db, suite=suite, ref=ref, trigger=trigger, since=since)
+    index = write_site(trends, out)
+    n_models = sum(len(s.models) for s in trends.suites)
+    n_steps = sum(len(m.steps) for s in trends.suites for m in s.models)
+    summary = (f"compilewatch: wrote {index} ({len(trends.suites)} suites, {n_models} model "
+               f"configs, {n_steps} model steps)")
+    warning = None
+    if not trends.suites:
+        warning = (f"compilewatch: no run matched (ref {ref or '*'}, trigger {trigger or '*'}"
+                   f"{f', suite {suite}' if suite else ''}); runs without git information have "
+                   f"no ref: try --ref '*'")
+    return TrendsReport(index, summary, warning)

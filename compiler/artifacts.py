@@ -21,8 +21,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from compilewatch.compiler.errors import CacheArtifactError
-from compilewatch.compiler.schema import Hash, Name, Sha256, Short, Text, write_atomic
+from compilewatch.core.errors import CacheArtifactError
+from compilewatch.core.files import write_atomic
+from compilewatch.core.schema import Hash, Name, Sha256, Short, Text
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"

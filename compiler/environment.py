@@ -13,7 +13,7 @@ import subprocess
 import sys
 from typing import Any
 
-from compilewatch.compiler.schema import fingerprint
+from compilewatch.core.schema import fingerprint
 
 # Settings that change what Inductor generates or how long it takes; recorded when set.
 _CONFIG_ENV = ("TORCHINDUCTOR_COMPILE_THREADS", "TORCHINDUCTOR_MAX_AUTOTUNE",

@@ -21,16 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from compilewatch.compiler import artifacts, timing
-from compilewatch.compiler.errors import CacheArtifactError, CompilewatchError
-from compilewatch.compiler.schema import (
+from compilewatch.compiler.plan import Job
+from compilewatch.compiler.worker import tail
+from compilewatch.core.errors import CacheArtifactError, CompilewatchError
+from compilewatch.core.schema import (
     STATUS_OF,
     Category,
-    Config,
     ModelResult,
 )
-from compilewatch.compiler.worker import tail
-from compilewatch.suites.loader import Suite
-from compilewatch.suites.registry import ModelSpec
 
 POLL_S = 0.1
 
@@ -60,13 +58,6 @@ class RunOptions:
     extra_env: dict[str, str] = field(default_factory=dict)
     artifact_dir: Path | None = None  # save each cold compile's cache artifact here, verify it
     warm_cache: WarmCache | None = None  # load a published artifact for a warm-start compile
-
-
-@dataclass(frozen=True)
-class Job:
-    suite: Suite
-    spec: ModelSpec
-    config: Config
 
 
 @dataclass

@@ -10,9 +10,8 @@ ratio of medians with a paired bootstrap CI.
 from __future__ import annotations
 
 import inspect
-import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,12 +109,3 @@ def summarize(eager_us: list[float], compiled_us: list[float]) -> dict[str, Any]
         "compiled_median_us": float(np.median(c)),
         "compiled_ci_us": {"value": comp[0], "ci_low": comp[1], "ci_high": comp[2]},
     }
-
-
-def geomean(values: Sequence[float]) -> float | None:
-    """Geometric mean of the positive values (None when there are none): speedups and compile
-    times aggregate multiplicatively."""
-    vals = [v for v in values if v > 0]
-    if not vals:
-        return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from compilewatch.compiler import accuracy, artifacts, probes, timing
-from compilewatch.compiler.errors import CacheArtifactError
-from compilewatch.compiler.schema import write_atomic
+from compilewatch.core.errors import CacheArtifactError
+from compilewatch.core.files import write_atomic
 
 ERROR_TAIL = 4000
 

@@ -13,8 +13,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from sqlalchemy import select, update
 
-from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.schema import CommitSha, Hash, Name, RunId, Sha256, Short, Text
+from compilewatch.core.errors import UsageError
+from compilewatch.core.schema import CommitSha, Hash, Name, RunId, Sha256, Short, Text
 from compilewatch.db import models as m
 from compilewatch.db.engine import Database, utcnow
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import URL, Connection, Engine, create_engine, event, exc, make_url
 
-from compilewatch.compiler.errors import CompilewatchError, DatabaseError
+from compilewatch.core.errors import CompilewatchError, DatabaseError
 
 ENV_VAR = "COMPILEWATCH_DB"
 SQLITE_BUSY_TIMEOUT_S = 60.0

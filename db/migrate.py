@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from filelock import FileLock
 
-from compilewatch.compiler.errors import DatabaseError
+from compilewatch.core.errors import DatabaseError
 from compilewatch.db.engine import Database, wrap_errors
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"

@@ -39,7 +39,7 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
-# Lengths follow compiler/schema.py (Name 128, Short 256, Hash 128); Text holds the 8192 ones.
+# Lengths follow core/schema.py (Name 128, Short 256, Hash 128); Text holds the 8192 ones.
 NAME = 128
 SHORT = 256
 HASH = 128

@@ -16,8 +16,8 @@ from datetime import datetime
 
 from sqlalchemy import Select, select
 
-from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.timing import geomean
+from compilewatch.core.errors import UsageError
+from compilewatch.core.means import geomean
 from compilewatch.db import models as m
 from compilewatch.db.engine import Database
 

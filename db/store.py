@@ -19,8 +19,8 @@ from typing import Any
 from sqlalchemy import Connection, Table, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from compilewatch.compiler.errors import DatabaseError, ResultsFileError
-from compilewatch.compiler.schema import (
+from compilewatch.core.errors import DatabaseError, ResultsFileError
+from compilewatch.core.schema import (
     ModelResult,
     RunResults,
     Status,

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from compilewatch.compiler.errors import SuiteError
+from compilewatch.core.errors import SuiteError
 from compilewatch.suites.registry import NAME_RE, ModelSpec, models_of
 
 BUILTIN: dict[str, str] = {

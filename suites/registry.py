@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from compilewatch.compiler.errors import SuiteError
+from compilewatch.core.errors import SuiteError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 DEVICES = ("cpu", "cuda")

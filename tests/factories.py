@@ -12,7 +12,7 @@ import random
 import uuid
 from typing import Any
 
-from compilewatch.compiler.schema import (
+from compilewatch.core.schema import (
     SCHEMA_VERSION,
     STATUS_OF,
     Accuracy,

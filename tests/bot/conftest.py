@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from github.Repository import Repository
 
-from compilewatch.bot.github_client import Credentials, RetryPolicy, open_repo
+from compilewatch.bot.github.client import Credentials, RetryPolicy, open_repo
 from tests.fakegithub import HEAD_SHA, PR, REPO, TOKEN, FakeGitHub
 
 # Short waits so that retry tests stay fast; Retry-After in tests is 1 s at most.

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compilewatch.bot.dashboard import write_site
-from compilewatch.bot.trends import load_trends
+from compilewatch.bot.history.dashboard import write_site
+from compilewatch.bot.history.series import load_trends
 from compilewatch.db import connect, ingest
 from tests.factories import nightly_history
 

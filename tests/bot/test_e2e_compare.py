@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from compilewatch.bot.compare import compare
-from compilewatch.bot.escape import md_escape
-from compilewatch.bot.render import render_markdown
-from compilewatch.compiler.runner import Job, RunOptions, run_job
-from compilewatch.compiler.schema import Config, Status
+from compilewatch.bot.judge.verdicts import compare
+from compilewatch.bot.render.escape import md_escape
+from compilewatch.bot.render.formats import render_markdown
+from compilewatch.compiler.plan import Job
+from compilewatch.compiler.runner import RunOptions, run_job
+from compilewatch.core.schema import Config, Status
 from compilewatch.suites.loader import load_suite
 from tests.factories import run_results
 

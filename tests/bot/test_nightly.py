@@ -10,8 +10,9 @@ import pytest
 from click.testing import CliRunner
 from github.Repository import Repository
 
+from compilewatch.bot.cache.fetch import fetch_release
+from compilewatch.bot.cache.publish import publish_dir, publish_release
 from compilewatch.bot.cli import main
-from compilewatch.bot.nightly import fetch_release, publish_dir, publish_release
 from compilewatch.compiler import artifacts as art
 from tests.fakegithub import FakeGitHub
 
@@ -185,10 +186,9 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
         harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Checkpoints after each model: results.json (finished_at null) and a manifest of the
     artifacts verified so far, which ``--publish-only`` can publish."""
-    from compilewatch.bot import nightly
-    from compilewatch.bot import run as runmod
+    from compilewatch.bot import measuring, nightly
     from compilewatch.compiler.runner import JobRun
-    from compilewatch.compiler.schema import load_results
+    from compilewatch.core.schema import load_results
     from tests.factories import model_result
 
     calls: list[str] = []
@@ -206,7 +206,7 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
         return JobRun(result, path, {"size_bytes": len(data),
                                      "sha256": hashlib.sha256(data).hexdigest()})
 
-    monkeypatch.setattr(runmod, "run_job_full", measure)
+    monkeypatch.setattr(measuring, "run_job_full", measure)
     out = tmp_path / "nightly"
     with pytest.raises(KeyboardInterrupt):
         nightly.measure_nightly(suites=(harness_suite,), models=("breaks", "branchy"),

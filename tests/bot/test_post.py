@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.escape import md_escape
 from compilewatch.bot.post import Rendered, post_outdir
-from compilewatch.bot.render import MARKER
-from compilewatch.compiler.errors import ResultsFileError
-from compilewatch.compiler.schema import Category, RunResults, save_results
+from compilewatch.bot.render.escape import md_escape
+from compilewatch.bot.render.formats import MARKER
+from compilewatch.core.errors import ResultsFileError
+from compilewatch.core.schema import Category, RunResults, save_results
 from tests.bot.conftest import FAST
 from tests.factories import BASE_COMPONENTS, model_result, run_results
 from tests.fakegithub import HEAD_SHA, PR, REPO, TOKEN, FakeGitHub

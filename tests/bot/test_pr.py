@@ -16,12 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.escape import md_escape
 from compilewatch.bot.pr import pr_command
-from compilewatch.bot.render import MARKER
-from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.runner import Job, RunOptions
-from compilewatch.compiler.schema import ModelResult, load_results
+from compilewatch.bot.render.escape import md_escape
+from compilewatch.bot.render.formats import MARKER
+from compilewatch.compiler.plan import Job
+from compilewatch.compiler.runner import RunOptions
+from compilewatch.core.errors import UsageError
+from compilewatch.core.schema import ModelResult, load_results
 from tests.factories import environment, model_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
 

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from compilewatch.bot import measuring
 from compilewatch.bot import run as runmod
-from compilewatch.compiler.runner import Job, JobRun, RunOptions
-from compilewatch.compiler.schema import load_results
+from compilewatch.compiler.plan import Job
+from compilewatch.compiler.runner import JobRun, RunOptions
+from compilewatch.core.schema import load_results
 from tests.factories import model_result
 
 
@@ -37,7 +39,7 @@ def _run(harness_suite: str, out: Path, tmp_path: Path, repo: Path = Path(".")) 
 def test_a_killed_run_keeps_the_models_it_finished(harness_suite: str, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "results.json"
-    monkeypatch.setattr(runmod, "run_job_full", _fake(kill_at=2))
+    monkeypatch.setattr(measuring, "run_job_full", _fake(kill_at=2))
     with pytest.raises(KeyboardInterrupt):
         _run(harness_suite, out, tmp_path)
     partial = load_results(out)
@@ -48,7 +50,7 @@ def test_a_killed_run_keeps_the_models_it_finished(harness_suite: str, tmp_path:
 def test_a_finished_run_says_so(harness_suite: str, tmp_path: Path,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "results.json"
-    monkeypatch.setattr(runmod, "run_job_full", _fake(kill_at=None))
+    monkeypatch.setattr(measuring, "run_job_full", _fake(kill_at=None))
     _run(harness_suite, out, tmp_path)
     done = load_results(out)
     assert [r.model for r in done.results] == ["breaks", "branchy"]
@@ -57,7 +59,7 @@ def test_a_finished_run_says_so(harness_suite: str, tmp_path: Path,
 
 def test_the_git_block_is_the_checkout_or_empty(harness_suite: str, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runmod, "run_job_full", _fake(kill_at=None))
+    monkeypatch.setattr(measuring, "run_job_full", _fake(kill_at=None))
     _run(harness_suite, tmp_path / "in.json", tmp_path)  # this repository
     assert load_results(tmp_path / "in.json").git.commit is not None
     plain = tmp_path / "plain"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.render import render_run_html
-from compilewatch.compiler.schema import Category, save_results
+from compilewatch.bot.render.formats import render_run_html
+from compilewatch.core.schema import Category, save_results
 from compilewatch.db import store_runs
 from tests.factories import model_result, run_results
 
@@ -32,7 +32,7 @@ def test_run_report_shows_numbers_and_reasons_escaped():
 
 
 def test_run_report_shows_warm_start_only_when_there_is_one():
-    from compilewatch.compiler.schema import CacheCounters
+    from compilewatch.core.schema import CacheCounters
 
     run = _run()
     assert "warm start" not in render_run_html(run)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
 from compilewatch.bot.sides import load_side
-from compilewatch.compiler.errors import DatabaseError, UsageError
+from compilewatch.core.errors import DatabaseError, UsageError
 from compilewatch.db import connect, ingest
 from tests.factories import model_result, run_results
 

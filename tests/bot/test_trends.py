@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from sqlalchemy import update
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.render import render_markdown
-from compilewatch.bot.sitemap import model_page, path_part, trend_url_template
-from compilewatch.bot.trends import load_trends
-from compilewatch.compiler.schema import Config
+from compilewatch.bot.history.series import load_trends
+from compilewatch.bot.render.formats import render_markdown
+from compilewatch.bot.render.sitemap import model_page, path_part, trend_url_template
+from compilewatch.core.schema import Config
 from compilewatch.db import connect, ingest
 from compilewatch.db.models import ModelResultRow
 from tests.factories import NIGHT_COMMITS, nightly_history
@@ -113,7 +113,7 @@ def test_nothing_to_draw_is_an_empty_dashboard(tmp_path: Path) -> None:
 
 
 def test_pr_comment_links_the_model_page(tmp_path: Path) -> None:
-    from tests.bot.test_render import SCENARIOS
+    from tests.bot.render.test_formats import SCENARIOS
 
     md = render_markdown(SCENARIOS["regression"](),
                          trend_url=trend_url_template("https://o.github.io/r/"))

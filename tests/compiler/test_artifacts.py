@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from compilewatch.bot.nightly import build_manifest
-from compilewatch.bot.run import collect_environment
+from compilewatch.bot.cache.publish import build_manifest
+from compilewatch.bot.measuring import collect_environment
 from compilewatch.compiler import artifacts as art
-from compilewatch.compiler.errors import CacheArtifactError
+from compilewatch.compiler.plan import Job
 from compilewatch.compiler.runner import (
-    Job,
     RunOptions,
     WarmCache,
     run_job,
     run_job_full,
     verify_artifact,
 )
-from compilewatch.compiler.schema import Config, Status
+from compilewatch.core.errors import CacheArtifactError
+from compilewatch.core.schema import Config, Status
 from compilewatch.suites.loader import load_suite
 
 SUITE = str(Path(__file__).parents[1] / "data" / "suites" / "cache_suite.py")

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from compilewatch.compiler.runner import Job, RunOptions, run_job
-from compilewatch.compiler.schema import Category, Config, Status, load_results
+from compilewatch.compiler.plan import Job
+from compilewatch.compiler.runner import RunOptions, run_job
+from compilewatch.core.schema import Category, Config, Status, load_results
 from compilewatch.suites.loader import load_suite
 
 FAST = {"rounds": 3, "block_ms": 2.0}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compilewatch.compiler.errors import UsageError
+from compilewatch.core.errors import UsageError
 from compilewatch.db import Database, list_artifacts, record_artifact
 
 ART = {"model": "mlp", "suite": "micro", "config_slug": "cuda-default-float32-auto",

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.compiler.schema import save_results
+from compilewatch.core.schema import save_results
 from tests.factories import run_results
 
 

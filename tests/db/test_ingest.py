@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from compilewatch.compiler.errors import DatabaseError, ResultsFileError
-from compilewatch.compiler.schema import Category, Config, save_results
+from compilewatch.core.errors import DatabaseError, ResultsFileError
+from compilewatch.core.schema import Category, Config, save_results
 from compilewatch.db import Database, ingest, ingest_files, load_run, store
 from tests.factories import model_result, run_results
 

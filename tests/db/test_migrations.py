@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from conftest import pg_database
 from sqlalchemy import inspect, text
 
-from compilewatch.compiler.errors import DatabaseError
+from compilewatch.core.errors import DatabaseError
 from compilewatch.db import connect, default_sqlite_path, ingest, load_run, resolve_url
 from compilewatch.db.engine import create
 from compilewatch.db.migrate import downgrade, state, upgrade

@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from compilewatch.compiler.errors import UsageError
-from compilewatch.compiler.schema import Category, Config
+from compilewatch.core.errors import UsageError
+from compilewatch.core.schema import Category, Config
 from compilewatch.db import (
     Database,
     aa_noise,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compilewatch.bot.run import plan_jobs
-from compilewatch.compiler.errors import SuiteError, UsageError
+from compilewatch.compiler.plan import plan_jobs
+from compilewatch.core.errors import SuiteError, UsageError
 from compilewatch.suites import model
 from compilewatch.suites.loader import load_suite, resolve_suites
 

@@ -1,0 +1,1 @@
+"""compilewatch.bot.cache: publishing and fetching the portable compile-cache artifacts."""

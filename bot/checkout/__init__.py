@@ -1,0 +1,2 @@
+"""compilewatch.bot.checkout: git commands and the temporary worktrees each side is measured
+from."""

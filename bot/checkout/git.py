@@ -1,0 +1,74 @@
+"""Thin wrappers over the git CLI: errors become ``GitError`` with git's own message."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from compilewatch.core.errors import GitError
+
+
+def git(repo: str | Path, *args: str) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                             check=True, timeout=120)
+    except FileNotFoundError:
+        raise GitError("git is not installed or not on PATH") from None
+    except subprocess.CalledProcessError as e:
+        msg = (e.stderr or e.stdout or "").strip().splitlines()
+        raise GitError(f"git {' '.join(args)} failed in {repo}: "
+                       f"{msg[-1] if msg else e.returncode}") from None
+    return out.stdout.strip()
+
+
+def is_repo(path: str | Path) -> bool:
+    try:
+        git(path, "rev-parse", "--git-dir")
+    except GitError:
+        return False
+    return True
+
+
+def head_info(repo: str | Path) -> dict[str, object]:
+    """Commit, branch and dirtiness of a checkout (for the results' ``git`` block); empty
+    outside a git checkout (a run of an unversioned directory records no git block)."""
+    if not is_repo(repo):
+        return {}
+    commit = git(repo, "rev-parse", "HEAD")
+    ref = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
+    dirty = bool(git(repo, "status", "--porcelain", "--untracked-files=no"))
+    return {"commit": commit, "ref": None if ref == "HEAD" else ref, "dirty": dirty}
+
+
+def resolve_commit(repo: str | Path, ref: str) -> str:
+    """Full commit id of ``ref``; a typo fails here, before anything is measured."""
+    if not is_repo(repo):
+        raise GitError(f"{repo} is not a git repository; pass --repo with a checkout")
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except GitError:
+        raise GitError(f"{ref!r} is not a commit, branch or tag in {repo}; check the name or "
+                       "fetch it first") from None
+
+
+def merge_base(repo: str | Path, base: str, head: str) -> str:
+    """Where ``head`` forked from ``base``: measuring there shows only what the PR changed."""
+    try:
+        return git(repo, "merge-base", base, head)
+    except GitError:
+        raise GitError(f"{base[:12]} and {head[:12]} share no history in {repo}") from None
+
+
+def fetch_pr_head(repo: str | Path, number: int, remote: str = "origin") -> str:
+    """Commit of PR ``number``: ``refs/pull/N/head`` fetched once into ``refs/compilewatch/pr/N``.
+
+    GitHub publishes every PR (forks included) under ``refs/pull/N/head`` on the base
+    repository, but a clone does not fetch those refs by default.
+    """
+    local = f"refs/compilewatch/pr/{number}"
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", f"{local}^{{commit}}")
+    except GitError:
+        pass
+    git(repo, "fetch", "--no-tags", remote, f"+refs/pull/{number}/head:{local}")
+    return resolve_commit(repo, local)

@@ -1,0 +1,88 @@
+"""``[tool.compilewatch]`` of the repository under test, validated once into a frozen object.
+
+Unknown keys are warned about, not ignored silently: a typo in a threshold must not pass unseen.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import warnings
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from compilewatch.bot.judge.baseline import load_baseline
+from compilewatch.bot.judge.comparison import Comparison
+from compilewatch.bot.judge.thresholds import ModelOverride, ThresholdPolicy, Thresholds
+from compilewatch.bot.judge.verdicts import compare
+from compilewatch.core.errors import UsageError
+from compilewatch.core.schema import RunResults
+
+DEFAULT_BASELINE = Path(".compilewatch/baseline.csv")
+
+
+class ProjectConfig(BaseModel):
+    """What a repository says about how compilewatch should measure and judge it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    suites: tuple[str, ...] = ()
+    thresholds: Thresholds = Thresholds()
+    models: dict[str, ModelOverride] = Field(default_factory=dict)
+    baseline: Path = DEFAULT_BASELINE  # relative to ``root``
+    root: Path = Field(default=Path("."), exclude=True)
+
+    def threshold_policy(self) -> ThresholdPolicy:
+        """Defaults merged with ``thresholds`` and the per-model overrides, checked once."""
+        try:
+            return ThresholdPolicy(default=self.thresholds, models=self.models)
+        except ValidationError as e:
+            msg = e.errors()[0]["msg"].removeprefix("Value error, ")
+            raise UsageError(f"tool.compilewatch.{msg}") from None
+
+    @property
+    def baseline_path(self) -> Path:
+        return self.baseline if self.baseline.is_absolute() else self.root / self.baseline
+
+
+KNOWN_KEYS = {"suites", "thresholds", "models", "baseline"}
+
+
+def load_project_config(repo: str | Path = ".") -> ProjectConfig:
+    """Read ``repo/pyproject.toml``; a missing file or table gives the defaults."""
+    root = Path(repo)
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return ProjectConfig(root=root)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"{path}: cannot parse: {e}") from None
+    table = data.get("tool", {}).get("compilewatch", {})
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [tool.compilewatch] must be a table")
+    for key in sorted(set(table) - KNOWN_KEYS):
+        warnings.warn(f"{path}: unknown key tool.compilewatch.{key} ignored", stacklevel=2)
+    try:
+        config = ProjectConfig(root=root, **table)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"{path}: tool.compilewatch.{where}: {first['msg']}") from None
+    try:
+        config.threshold_policy()
+    except UsageError as e:
+        raise UsageError(f"{path}: {e}") from None
+    return config
+
+
+def compare_with_project(base: RunResults, head: RunResults,
+                         config_dir: Path | None) -> Comparison:
+    """``compare`` with the thresholds and baseline of the project checked out at
+    ``config_dir`` (None: the built-in defaults). ``compare``, ``pr`` and ``post`` all judge
+    this way; ``pr`` and ``post`` pass a trusted checkout, never the PR's."""
+    if config_dir is None:
+        return compare(base, head)
+    project = load_project_config(config_dir)
+    return compare(base, head, thresholds=project.threshold_policy(),
+                   baseline=load_baseline(project.baseline_path))

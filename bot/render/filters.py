@@ -1,0 +1,133 @@
+"""Presentation helpers shared by the markdown and HTML templates: number formats, verdict
+labels and the "why is this row flagged" list.
+
+Labels built here contain only our own words and numbers, so they are ``Markup``; untrusted
+strings (reasons, component names) travel separately as ``Reason.items`` and are escaped by each
+template for its medium.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from markupsafe import Markup
+
+from compilewatch.bot.judge.comparison import (
+    Comparison,
+    CountDelta,
+    Delta,
+    GraphKeyChange,
+    ModelRow,
+    Verdict,
+)
+
+DASH = Markup("—")
+ICONS = {Verdict.REGRESSION: "🔴", Verdict.IMPROVEMENT: "🟢", Verdict.WITHIN_NOISE: "⚪",
+         Verdict.UNCHANGED: "·"}
+
+
+@dataclass(frozen=True)
+class Reason:
+    label: Markup
+    items: list[str] = field(default_factory=list)
+    kind: str = "metric"  # metric, count, accuracy, cache
+    items_label: str = "new"
+
+
+def pct(ratio: float | None) -> Markup:
+    return DASH if ratio is None else Markup(f"{ratio - 1:+.1%}")
+
+
+def ci(d: Delta | None) -> Markup:
+    if d is None or d.ci_low is None or d.ci_high is None or d.ci_low == d.ci_high:
+        return Markup("")
+    return Markup(f"[{d.ci_low - 1:+.1%}, {d.ci_high - 1:+.1%}]")
+
+
+def us(x: float | None) -> Markup:
+    if x is None:
+        return DASH
+    return Markup(f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.1f} µs")
+
+
+def secs(x: float | None) -> Markup:
+    return DASH if x is None else Markup(f"{x:.1f} s" if x >= 10 else f"{x:.2f} s")
+
+
+def mib(x: float | None) -> Markup:
+    return DASH if x is None else Markup(f"{x / 2**20:.1f} MiB")
+
+
+def times(x: float | None) -> Markup:
+    return DASH if x is None else Markup(f"{x:.2f}×")
+
+
+def rate(x: float | None) -> Markup:
+    return DASH if x is None else Markup(f"{x:.1%}")
+
+
+def label(v: Verdict | None) -> Markup:
+    return DASH if v is None else Markup(v.value.replace("_", " "))
+
+
+def icon(v: Verdict | None) -> Markup:
+    return Markup(ICONS.get(v, "")) if v is not None else Markup("")
+
+
+def _metric(name: str, d: Delta | None) -> Reason | None:
+    if d is None or d.verdict in (None, Verdict.UNCHANGED):
+        return None
+    text = f"{name} {pct(d.ratio)} {ci(d)}".rstrip()
+    if d.verdict is Verdict.WITHIN_NOISE:
+        text += " (within noise)"
+    return Reason(Markup(text))
+
+
+def _count(name: str, d: CountDelta | None) -> Reason | None:
+    if d is None or (d.verdict is Verdict.UNCHANGED and not d.new_reasons):
+        return None
+    text = f"{name} {d.base} → {d.head}"
+    if d.expected is not None:
+        text += f" (baseline expects {d.expected})"
+    return Reason(Markup(text), d.new_reasons, kind="count")
+
+
+def cache_items(changes: list[GraphKeyChange]) -> list[str]:
+    items: list[str] = []
+    for c in changes:
+        names = c.summary if c.status == "changed" else [f"graph {c.status}"]
+        items.extend(n for n in (names or ["(components not recorded)"]) if n not in items)
+    return items
+
+
+def reasons(row: ModelRow) -> list[Reason]:
+    """Why a row is in the flagged table, most important first."""
+    out: list[Reason | None] = []
+    acc = row.accuracy
+    if acc is not None and (acc.verdict is not Verdict.UNCHANGED or acc.base != acc.head):
+        exp = f" (baseline expects {acc.expected})" if acc.expected else ""
+        out.append(Reason(Markup(f"accuracy {acc.base} → {acc.head}{exp}"), kind="accuracy"))
+    out += [_metric("compiled time", row.compiled_time), _count("graph breaks", row.graph_breaks),
+            _count("recompiles", row.recompiles), _metric("cold compile", row.cold_compile),
+            _metric("warm compile", row.warm_compile), _metric("peak memory", row.memory)]
+    if row.cache_changes:
+        n = len(row.cache_changes)
+        out.append(Reason(Markup(f"cache key changed ({n} key{'s' * (n != 1)})"),
+                          cache_items(row.cache_changes), kind="cache",
+                          items_label="components"))
+    return [r for r in out if r is not None]
+
+
+def detailed(c: Comparison) -> list[ModelRow]:
+    """Rows with something to say beyond a number: flagged, new reasons or changed keys."""
+    return [r for r in c.rows if reasons(r) or r.notes]
+
+
+def row_count(c: Comparison) -> int:
+    return max(len(c.rows), len(c.added), len(c.removed), len(c.newly_failing),
+               len(c.newly_fixed), 1)
+
+
+FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
+           "rate": rate, "label": label, "icon": icon}
+GLOBALS = {"reasons": reasons, "detailed": detailed, **FILTERS}

@@ -1,0 +1,189 @@
+"""Render a ``Comparison``: PR comment (markdown), report (HTML), JSON and the job summary.
+
+Templates live in ``compilewatch.templates``. The markdown environment escapes every ``{{ }}``
+value that is not explicitly ``Markup`` (Jinja2's ``finalize`` hook), so a template that forgets a
+filter still cannot inject markdown; the HTML environment uses Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from compilewatch.bot.judge.comparison import Comparison
+from compilewatch.bot.render import filters, sitemap
+from compilewatch.bot.render.escape import headline, md_code, md_escape, shorten
+from compilewatch.core.errors import UsageError
+from compilewatch.core.means import geomean
+from compilewatch.core.schema import RunResults, Status
+
+MARKER = "<!-- compilewatch:pr-comment -->"
+COMMENT_LIMIT = 65_536  # GitHub's limit on an issue comment, in characters
+SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary
+_URL = re.compile(r"^https?://[^\s<>\"'`\\]+$")
+
+TrendUrl = Callable[[str], str] | str | None
+Format = Literal["markdown", "html", "json", "table"]
+
+
+def length(text: str) -> int:
+    """Length in UTF-16 code units, what a browser or GitHub's API may count: an emoji is 2.
+    Never less than the number of characters, so a comment within it is within GitHub's limit."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _md_finalize(value: Any) -> str:
+    if isinstance(value, Markup):
+        return str(value)
+    if value is None:
+        return ""
+    return md_escape(str(value))
+
+
+@cache
+def _env(kind: str) -> Environment:
+    common: dict[str, Any] = {
+        "loader": PackageLoader("compilewatch.templates", "."),
+        "undefined": StrictUndefined, "trim_blocks": True, "lstrip_blocks": True,
+        "keep_trailing_newline": True,
+    }
+    if kind == "md":
+        env = Environment(autoescape=False, finalize=_md_finalize, **common)
+        env.filters.update(code=md_code, short=lambda s, n=300: shorten(s, n),
+                           headline=headline)
+    else:
+        env = Environment(autoescape=True, **common)
+        env.filters.update(short=lambda s, n=300: shorten(s, n))
+    env.filters.update(filters.FILTERS)
+    env.globals.update(filters.GLOBALS)
+    return env
+
+
+def check_url(url: str, what: str) -> str:
+    """A link we put in a comment: http(s) only, nothing that could end the markdown link."""
+    if not _URL.match(url):
+        raise UsageError(f"{what}: {url!r} is not an http(s) URL without spaces or quotes")
+    return url
+
+
+def _trend_link(trend_url: TrendUrl) -> Callable[..., Markup | None]:
+    """A template with ``{suite}`` or ``{config}`` is the dashboard's scheme (bot/render/sitemap.py:
+    ``trend_url_template``) and gets its path parts; otherwise ``{model}`` is URL-quoted."""
+
+    def link(model: str, suite: str = "", config: str = "") -> Markup | None:
+        if trend_url is None:
+            return None
+        name = quote(model, safe="")
+        if callable(trend_url):
+            url = trend_url(name)
+        elif "{suite}" in trend_url or "{config}" in trend_url:
+            url = sitemap.fill(trend_url, suite=suite, model=model, config=config)
+        else:
+            url = trend_url.replace("{model}", name)
+        return Markup(f"[trend](<{check_url(url, 'trend URL')}>)")
+
+    return link
+
+
+def _render_md(comparison: Comparison, limit: int | None, report_url: str | None,
+               trend_url: TrendUrl) -> str:
+    report = Markup(f"[full report](<{report_url}>)") if report_url else None
+    return _env("md").get_template("pr_comment.md.j2").render(
+        c=comparison, marker=Markup(MARKER), limit=limit, report_link=report,
+        trend=_trend_link(trend_url), comment_limit=COMMENT_LIMIT,
+    )
+
+
+def render_markdown(comparison: Comparison, *, report_url: str | None = None,
+                    trend_url: TrendUrl = None, max_chars: int = COMMENT_LIMIT) -> str:
+    """The PR comment. Over ``max_chars`` the per-model lists are cut (the longest prefix that
+    fits, found by bisection) and a note points to the full report."""
+    if report_url is not None:
+        check_url(report_url, "report URL")
+    full = _render_md(comparison, None, report_url, trend_url)
+    if length(full) <= max_chars:
+        return full
+    lo, hi, best = 0, filters.row_count(comparison), None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        text = _render_md(comparison, mid, report_url, trend_url)
+        if length(text) <= max_chars:
+            best, lo = text, mid + 1
+        else:
+            hi = mid - 1
+    if best is None:  # even the headline alone is too long: cut it, keep the marker
+        note = "\n\n_(truncated: the full report has everything)_\n"
+        # cut in UTF-16 units, as GitHub (and ``length``) count: emoji take two
+        room = 2 * max(0, max_chars - length(note))
+        head = full.encode("utf-16-le")[:room].decode("utf-16-le", errors="ignore")
+        best = head.rsplit("\n", 1)[0] + note
+    return best
+
+
+def render_html(comparison: Comparison) -> str:
+    """The full report: one self-contained page (inline CSS and JS, no network)."""
+    return _env("html").get_template("report.html.j2").render(c=comparison)
+
+
+def render_run_html(results: RunResults) -> str:
+    """One run on its own (no base to compare with): every model's numbers and reasons."""
+    models = results.results
+    passed = sum(m.status is Status.PASS for m in models)
+    summary = {
+        "total": len(models),
+        "passed": passed,
+        "pass_rate": passed / len(models) if models else None,
+        "geomean_speedup": geomean([m.speedup.value for m in models if m.speedup]),
+        "cold_total": sum(m.compile.cold_s or 0.0 for m in results.results),
+        "warm_total": sum(m.compile.warm_s or 0.0 for m in results.results),
+        "warm_start_total": sum(starts) if (starts := [
+            m.compile.warm_start_s for m in results.results
+            if m.compile.warm_start_s is not None]) else None,
+        "breaks": sum(m.break_count for m in results.results),
+        "recompiles": sum(len(m.recompiles) for m in results.results),
+    }
+    return _env("html").get_template("run.html.j2").render(r=results, s=summary)
+
+
+def render_json(comparison: Comparison) -> str:
+    return comparison.model_dump_json(indent=1) + "\n"
+
+
+def write_step_summary(comparison: Comparison, path: str | os.PathLike[str] | None = None, *,
+                       report_url: str | None = None) -> Path:
+    """Append the comment to GitHub's job summary (``$GITHUB_STEP_SUMMARY``)."""
+    target = path or os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        raise UsageError("no job summary path: GITHUB_STEP_SUMMARY is not set (not in GitHub "
+                         "Actions?); pass a path")
+    text = render_markdown(comparison, report_url=report_url, max_chars=SUMMARY_LIMIT)
+    p = Path(target)
+    try:
+        with p.open("a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise UsageError(f"{p}: cannot append the job summary: {e.strerror}") from None
+    return p
+
+
+def render(comparison: Comparison, fmt: Format, report_url: str | None = None,
+           trends_url: str | None = None) -> str:
+    """The comparison in one of the four formats every command offers."""
+    if fmt == "markdown":
+        trend = sitemap.trend_url_template(trends_url) if trends_url else None
+        return render_markdown(comparison, report_url=report_url, trend_url=trend)
+    if fmt == "html":
+        return render_html(comparison)
+    if fmt == "json":
+        return render_json(comparison)
+    from compilewatch.bot.render.comparison_table import render_table
+
+    return render_table(comparison)

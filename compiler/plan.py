@@ -1,0 +1,58 @@
+"""What to measure: suites x models x configs, expanded into jobs (one (model, config) each)."""
+
+from __future__ import annotations
+
+import fnmatch
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from compilewatch.core.errors import UsageError
+from compilewatch.core.schema import Config
+from compilewatch.suites.loader import Suite
+from compilewatch.suites.registry import ModelSpec
+
+DYNAMIC = {"auto": None, "true": True, "false": False}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (model, config) of a suite: the unit every measurement is keyed by."""
+
+    suite: Suite
+    spec: ModelSpec
+    config: Config
+
+
+
+def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
+              modes: Iterable[str] = (), dtypes: Iterable[str] = (),
+              dynamics: Iterable[str] = (), strict: bool = True) -> list[Job]:
+    """Expand suites x models x configs; empty sweeps mean each model's own default.
+
+    ``strict``: a ``models`` pattern that matches nothing is an error (``pr`` checks the union
+    of its two sides instead: a model the change adds exists on one side only).
+    """
+    patterns = list(models)
+    jobs: list[Job] = []
+    matched: set[str] = set()
+    for suite in suites:
+        for spec in suite.models.values():
+            if patterns and not any(fnmatch.fnmatchcase(spec.name, p) for p in patterns):
+                continue
+            matched.add(spec.name)
+            combos = itertools.product(
+                list(modes) or [spec.default_mode(device)],
+                list(dtypes) or [spec.dtype or "float32"],
+                [DYNAMIC[d] for d in dynamics] or [spec.dynamic])
+            seen: set[str] = set()
+            for mode, dtype, dynamic in combos:
+                cfg = Config(device=device, mode=mode, dtype=dtype, dynamic=dynamic)
+                if cfg.slug not in seen:
+                    seen.add(cfg.slug)
+                    jobs.append(Job(suite, spec, cfg))
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(m, p) for m in matched)]
+    if unmatched and strict:
+        raise UsageError(f"--model {', '.join(unmatched)} matches no model in "
+                         f"{', '.join(s.name for s in suites)}")
+    return jobs

@@ -1,0 +1,374 @@
+"""The one results schema: written by the harness, read by db/, compare, templates and the bot.
+
+A results file is the only thing that crosses from an (untrusted) GPU job to the privileged job
+that posts, so reading is strict: unknown fields, non-finite numbers, oversized strings or lists
+and names outside a safe alphabet are rejected with an error naming the field. Older versions are
+upgraded by the functions in ``UPGRADERS`` before validation. Documented in docs/results-schema.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from compilewatch.core.errors import ResultsFileError
+from compilewatch.core.files import write_atomic
+
+SCHEMA_VERSION = 1
+MAX_FILE_BYTES = 64 * 1024 * 1024
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+Short = Annotated[str, StringConstraints(max_length=256)]
+Text = Annotated[str, StringConstraints(max_length=8192)]
+Hash = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{1,128}$")]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+CommitSha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+RunId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{8,64}$")]
+Seconds = Annotated[float, Field(ge=0.0)]
+Samples = Annotated[list[Annotated[float, Field(ge=0.0)]], Field(max_length=100_000)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Status(StrEnum):
+    """Coarse outcome; every consumer can rely on these six."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    SKIP = "skip"
+
+
+class Category(StrEnum):
+    """Precise cause behind a status, so a report can say *why* (eager bug vs compiler bug)."""
+
+    OK = "ok"
+    ACCURACY = "accuracy"  # fail: compiled output differs from eager beyond tolerance
+    EAGER_NONDETERMINISTIC = "eager_nondeterministic"  # fail is not the compiler's fault
+    EAGER_ERROR = "eager_error"  # the model itself raises without torch.compile
+    COMPILE_ERROR = "compile_error"  # torch.compile raised
+    RUNTIME_ERROR = "runtime_error"  # compiled code raised after compiling
+    OOM = "oom"
+    TIMEOUT = "timeout"
+    CRASH = "crash"  # the worker died (signal, abort, segfault)
+    INFRA = "infra"  # the harness itself failed (could not start a worker, bad output)
+    PACKAGE_MISSING = "package_missing"
+    UNSUPPORTED = "unsupported"  # e.g. cuda asked for on a machine without a GPU
+    BUILD_ERROR = "build_error"  # the suite's model factory raised
+
+
+STATUS_OF: dict[Category, Status] = {
+    Category.OK: Status.PASS,
+    Category.ACCURACY: Status.FAIL,
+    Category.EAGER_NONDETERMINISTIC: Status.FAIL,
+    Category.EAGER_ERROR: Status.ERROR,
+    Category.COMPILE_ERROR: Status.ERROR,
+    Category.RUNTIME_ERROR: Status.ERROR,
+    Category.OOM: Status.ERROR,
+    Category.TIMEOUT: Status.TIMEOUT,
+    Category.CRASH: Status.CRASH,
+    Category.INFRA: Status.ERROR,
+    Category.PACKAGE_MISSING: Status.SKIP,
+    Category.UNSUPPORTED: Status.SKIP,
+    Category.BUILD_ERROR: Status.ERROR,
+}
+
+Device = Literal["cpu", "cuda"]
+Mode = Literal["default", "reduce-overhead", "max-autotune"]
+DType = Literal["float32", "bfloat16", "amp"]
+
+
+class Config(_Model):
+    """One compile configuration; ``slug`` is its stable identity across runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    device: Device = "cpu"
+    mode: Mode = "default"
+    dtype: DType = "float32"
+    dynamic: bool | None = None
+
+    @property
+    def slug(self) -> str:
+        dyn = {None: "auto", True: "dynamic", False: "static"}[self.dynamic]
+        return f"{self.device}-{self.mode}-{self.dtype}-{dyn}"
+
+
+class Interval(_Model):
+    """A point estimate with its confidence interval (bootstrap, ``confidence`` level)."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    confidence: float = Field(0.95, gt=0, lt=1)
+
+
+class Latency(_Model):
+    """Steady-state timing. Samples are per-call microseconds of interleaved blocks.
+
+    ``eager_us[i]`` and ``compiled_us[i]`` were measured back to back in round ``i`` (alternating
+    which went first), so they are paired: host drift hits both. Compare judges a compiler change
+    on ``compiled_us``; eager is the witness of the host's speed in that process.
+    """
+
+    method: Short
+    timer: Short
+    calls_per_block: int = Field(ge=1)
+    eager_us: Samples
+    compiled_us: Samples
+    eager_median_us: float = Field(ge=0)
+    compiled_median_us: float = Field(ge=0)
+    compiled_ci_us: Interval | None = None
+    processes: int = Field(1, ge=1)
+
+
+class Compile(_Model):
+    """Compile cost: first compiled call in a fresh process, with the phase breakdown."""
+
+    cold_s: Seconds | None = None
+    warm_s: Seconds | None = None
+    warm_start_s: Seconds | None = None  # empty cache dir + portable cache artifact loaded
+    phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
+    warm_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
+    warm_start_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
+    frames: int = Field(0, ge=0)
+    graphs: int = Field(0, ge=0)
+    guard_count: int | None = Field(None, ge=0)
+    cold_instructions: int | None = Field(None, ge=0)
+    cache_dir_was_empty: bool = True
+
+
+class GraphBreak(_Model):
+    reason: Text
+    count: int = Field(1, ge=1)
+
+
+class Recompile(_Model):
+    reason: Text
+    compile_id: Short | None = None
+
+
+class CacheKey(_Model):
+    """One compiled graph's cache key and the hash of each component that went into it."""
+
+    key: Hash
+    components: dict[Short, Hash] = Field(default_factory=dict, max_length=4096)
+    values: dict[Short, Text] = Field(default_factory=dict, max_length=256)
+    hit: bool | None = None
+    state: Literal["hit", "miss", "bypass", "unknown"] = "unknown"
+    phase: Literal["cold", "warm", "warm_start"] = "cold"
+
+
+class CacheCounters(_Model):
+    fx_hit: int = Field(0, ge=0)
+    fx_miss: int = Field(0, ge=0)
+    fx_bypass: int = Field(0, ge=0)
+    aot_hit: int = Field(0, ge=0)
+    aot_miss: int = Field(0, ge=0)
+    aot_bypass: int = Field(0, ge=0)
+
+
+class Cache(_Model):
+    fx: list[CacheKey] = Field(default_factory=list, max_length=1024)
+    aot: list[CacheKey] = Field(default_factory=list, max_length=1024)
+    counters: dict[Literal["cold", "warm", "warm_start"], CacheCounters] = Field(
+        default_factory=dict
+    )
+    unknown_reason: Text | None = None
+
+
+class Accuracy(_Model):
+    passed: bool | None = None
+    max_abs_err: float | None = Field(None, ge=0)
+    max_rel_err: float | None = Field(None, ge=0)
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+    reference: Literal["eager", "fp64"] = "eager"
+    fp64_max_abs_err: float | None = Field(None, ge=0)
+    eager_deterministic: bool | None = None
+
+
+class Memory(_Model):
+    eager_peak_bytes: int | None = Field(None, ge=0)
+    compiled_peak_bytes: int | None = Field(None, ge=0)
+    unknown_reason: Short | None = None
+
+
+class ModelResult(_Model):
+    model: Name
+    suite: Name
+    config: Config
+    status: Status
+    category: Category = Category.OK
+    error: Text | None = None
+    tags: list[Name] = Field(default_factory=list, max_length=32)
+    speedup: Interval | None = None
+    latency: Latency | None = None
+    compile: Compile = Field(default_factory=Compile)
+    graph_breaks: list[GraphBreak] = Field(default_factory=list, max_length=1024)
+    recompiles: list[Recompile] = Field(default_factory=list, max_length=1024)
+    cache: Cache = Field(default_factory=Cache)
+    accuracy: Accuracy | None = None
+    memory: Memory = Field(default_factory=Memory)
+    duration_s: Seconds = 0.0
+    notes: list[Text] = Field(default_factory=list, max_length=64)
+
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        """What identifies "the same measurement" on both sides of a comparison."""
+        return (self.suite, self.model, self.config.slug)
+
+    @property
+    def break_count(self) -> int:
+        """Graph breaks counted with their repeats (each reason is recorded once)."""
+        return sum(b.count for b in self.graph_breaks)
+
+
+class Environment(_Model):
+    """Where a run happened. ``fingerprint`` hashes what decides cache compatibility."""
+
+    fingerprint: Hash
+    python: Short
+    platform: Short
+    machine: Short
+    cpu: Short | None = None
+    cpu_count: int | None = Field(None, ge=0)
+    torch: Short
+    torch_git: Short | None = None
+    triton: Short | None = None
+    cuda: Short | None = None
+    cudnn: Short | None = None
+    driver: Short | None = None
+    gpu: Short | None = None
+    gpu_count: int = Field(0, ge=0)
+    config: dict[Short, Short] = Field(default_factory=dict, max_length=256)
+
+
+class GitInfo(_Model):
+    commit: CommitSha | None = None
+    ref: Short | None = None
+    merge_base: CommitSha | None = None
+    pr: int | None = Field(None, ge=1)
+    repository: Short | None = None
+    dirty: bool | None = None
+
+
+class RunSettings(_Model):
+    suites: list[Short] = Field(default_factory=list, max_length=64)
+    timeout_s: Seconds
+    rounds: int = Field(ge=1)
+    block_ms: float = Field(gt=0)
+    trigger: Literal["pr", "nightly", "local"] = "local"
+    side: Literal["base", "head"] | None = None
+
+
+class RunResults(_Model):
+    schema_version: Literal[1]
+    run_id: RunId
+    created_at: Short
+    finished_at: Short | None = None
+    environment: Environment
+    git: GitInfo = Field(default_factory=GitInfo)
+    settings: RunSettings
+    results: list[ModelResult] = Field(max_length=20_000)
+
+    def by_ident(self) -> dict[tuple[str, str, str], ModelResult]:
+        return {r.ident: r for r in self.results}
+
+
+# Upgraders take the parsed JSON of version N and return version N+1 (asv keeps results this way).
+UPGRADERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    version = data.get("schema_version")
+    if not isinstance(version, int):
+        raise ResultsFileError("schema_version: missing or not an integer")
+    if version > SCHEMA_VERSION:
+        raise ResultsFileError(
+            f"schema_version: {version} is newer than this compilewatch understands "
+            f"({SCHEMA_VERSION}); upgrade compilewatch"
+        )
+    while version < SCHEMA_VERSION:
+        if version not in UPGRADERS:
+            raise ResultsFileError(f"schema_version: {version} is not supported (no upgrader)")
+        data = UPGRADERS[version](data)
+        version = data["schema_version"]
+    return data
+
+
+def _describe(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors()[:10]:
+        where = ".".join(str(p) for p in e["loc"]) or "<top>"
+        lines.append(f"{where}: {e['msg']}")
+    more = err.error_count() - len(lines)
+    if more > 0:
+        lines.append(f"... and {more} more")
+    return "; ".join(lines)
+
+
+def parse_results(data: Any, source: str = "<data>") -> RunResults:
+    """Validate parsed JSON (any version) into ``RunResults``; errors name the field."""
+    if not isinstance(data, dict):
+        raise ResultsFileError(f"{source}: top level must be a JSON object")
+    try:
+        data = _upgrade(data)
+    except ResultsFileError as e:
+        raise ResultsFileError(f"{source}: {e}") from None
+    try:
+        return RunResults.model_validate(data)
+    except ValidationError as e:
+        raise ResultsFileError(f"{source}: {_describe(e)}") from None
+
+
+def _reject_constant(name: str) -> float:
+    raise ResultsFileError(f"non-finite number {name} is not allowed")
+
+
+def load_results(path: str | os.PathLike[str]) -> RunResults:
+    """Read and strictly validate a results file (untrusted input)."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except OSError as e:
+        raise ResultsFileError(f"{p}: cannot read: {e.strerror}") from None
+    if size > MAX_FILE_BYTES:
+        raise ResultsFileError(f"{p}: {size} bytes is over the {MAX_FILE_BYTES}-byte limit")
+    try:
+        data = json.loads(p.read_bytes(), parse_constant=_reject_constant)
+    except ResultsFileError as e:
+        raise ResultsFileError(f"{p}: {e}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultsFileError(f"{p}: not valid JSON: {e}") from None
+    return parse_results(data, str(p))
+
+
+def dumps_results(results: RunResults) -> str:
+    return results.model_dump_json(indent=1)
+
+
+def save_results(results: RunResults, path: str | os.PathLike[str]) -> None:
+    write_atomic(path, dumps_results(results))
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the current version (published in docs/results-schema.json)."""
+    return RunResults.model_json_schema()
+
+
+def fingerprint(parts: dict[str, str | None]) -> str:
+    """Stable short hash of environment parts that decide cache compatibility."""
+    blob = json.dumps(parts, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]

@@ -1,0 +1,48 @@
+"""Matching graphs across sides and naming the components of a cache key that changed."""
+
+from __future__ import annotations
+
+from compilewatch.bot.judge.cachediff import collapse, diff_cache
+from compilewatch.core.schema import Cache
+from tests.factories import BASE_COMPONENTS, cache_key
+
+
+def _g(**changes: str) -> dict[str, str]:
+    return {**BASE_COMPONENTS, **changes}
+
+
+def test_identical_caches_have_no_changes():
+    assert diff_cache(Cache(fx=[cache_key(_g())]), Cache(fx=[cache_key(_g())])) == []
+
+
+def test_changed_added_and_removed_components():
+    base = _g(**{"inductor_config[old_flag]": "o1"})
+    head = _g(gm="new-graph", **{"inductor_config[new_flag]": "n1"})
+    (ch,) = diff_cache(Cache(fx=[cache_key(base)]), Cache(fx=[cache_key(head)]))
+    assert ch.status == "changed" and ch.changed == ["gm"]
+    assert ch.added == ["inductor_config[new_flag]"] and ch.removed == ["inductor_config[old_flag]"]
+
+
+def test_a_graph_added_in_the_middle_does_not_shift_later_pairs():
+    a, b = _g(gm="graph-a"), _g(gm="graph-b")
+    split = _g(gm="graph-a2")
+    changes = diff_cache(Cache(fx=[cache_key(a), cache_key(b)]),
+                         Cache(fx=[cache_key(a), cache_key(split), cache_key(b)]))
+    assert [(c.status, c.index) for c in changes] == [("added", 1)]
+
+
+def test_only_cold_phase_keys_are_compared():
+    warm = cache_key(_g(gm="other"), phase="warm")
+    assert diff_cache(Cache(fx=[cache_key(_g())]), Cache(fx=[cache_key(_g()), warm])) == []
+
+
+def test_hundreds_of_config_changes_collapse_to_one_entry():
+    names = [f"inductor_config[flag_{i}]" for i in range(300)] + ["torch_version"]
+    assert collapse(names) == ["inductor_config[…] ×300", "torch_version"]
+    assert collapse(["example_inputs[0]", "example_inputs[1]"]) == [
+        "example_inputs[0]", "example_inputs[1]"]
+    base = {f"inductor_config[flag_{i}]": "a" for i in range(300)}
+    head = {f"inductor_config[flag_{i}]": "b" for i in range(300)}
+    (ch,) = diff_cache(Cache(aot=[cache_key(base, kind="aot")]),
+                       Cache(aot=[cache_key(head, kind="aot")]))
+    assert len(ch.changed) == 300 and ch.summary == ["inductor_config[…] ×300"]

@@ -1,0 +1,57 @@
+"""[tool.compilewatch] thresholds, per-model overrides and the baseline path."""
+
+from __future__ import annotations
+
+import pytest
+
+from compilewatch.bot.judge.project import load_project_config
+from compilewatch.core.errors import UsageError
+
+
+def _repo(tmp_path, body: str):
+    (tmp_path / "pyproject.toml").write_text("[tool.compilewatch]\n" + body)
+    return load_project_config(tmp_path)
+
+
+def test_defaults_without_a_pyproject(tmp_path):
+    cfg = load_project_config(tmp_path)
+    t = cfg.threshold_policy().for_model("anything")
+    assert t.compiled_time.regression == 0.03 and t.cold_compile.regression == 0.40
+    assert not t.warm_compile.gate
+    assert cfg.baseline_path == tmp_path / ".compilewatch" / "baseline.csv"
+
+
+def test_thresholds_shorthand_partial_tables_and_model_overrides(tmp_path):
+    cfg = _repo(tmp_path, """
+suites = ["micro"]
+baseline = "ci/expected.csv"
+[tool.compilewatch.thresholds]
+compiled_time = 0.05
+cold_compile = { gate = false }
+[tool.compilewatch.models."hf_*"]
+compiled_time = { regression = 0.10, min_abs = 2.0 }
+[tool.compilewatch.models.hf_gpt2]
+recompiles = 2
+""")
+    policy = cfg.threshold_policy()
+    plain = policy.for_model("resnet")
+    assert plain.compiled_time.regression == 0.05
+    assert plain.cold_compile.regression == 0.40 and not plain.cold_compile.gate
+    bert = policy.for_model("hf_bert")
+    assert bert.compiled_time.regression == 0.10 and bert.compiled_time.min_abs == 2.0
+    gpt2 = policy.for_model("hf_gpt2")
+    assert gpt2.compiled_time.regression == 0.10 and gpt2.recompiles.regression == 2
+    assert cfg.baseline_path == tmp_path / "ci" / "expected.csv"
+    assert cfg.suites == ("micro",)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("[tool.compilewatch.thresholds]\ncompiled_tme = 0.05\n", "thresholds.compiled_tme"),
+    ("[tool.compilewatch.thresholds]\ncompiled_time = -1\n", "thresholds.compiled_time"),
+    ("[tool.compilewatch.models.gpt2]\ncompiled_time = { regresion = 0.1 }\n",
+     "models.gpt2.compiled_time.regresion"),
+    ("[tool.compilewatch.models.gpt2]\nspeed = 0.1\n", "models.gpt2.speed"),
+])
+def test_typos_are_errors_that_name_the_key(tmp_path, body, message):
+    with pytest.raises(UsageError, match=message):
+        _repo(tmp_path, body)

@@ -1,0 +1,221 @@
+"""compare(): per-model rows, lists apart, aggregates over common models, baseline and overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from compilewatch.bot.judge.baseline import Baseline, Expected
+from compilewatch.bot.judge.comparison import Comparison, Verdict
+from compilewatch.bot.judge.thresholds import ModelOverride, ThresholdPolicy, Thresholds
+from compilewatch.bot.judge.verdicts import compare
+from compilewatch.core.schema import Category
+from tests.factories import BASE_COMPONENTS, model_result, run_results
+
+
+def _cmp(base: list, head: list, **kw) -> Comparison:
+    return compare(run_results(base), run_results(head), **kw)
+
+
+def test_added_removed_failing_and_fixed_are_listed_apart_and_kept_out_of_aggregates():
+    base = [model_result("same", seed=1), model_result("gone", seed=1),
+            model_result("breaks", seed=1),
+            model_result("fixed", seed=1, category=Category.COMPILE_ERROR, error="x")]
+    head = [model_result("same", seed=2), model_result("new", seed=2, compiled_us=1.0),
+            model_result("breaks", seed=2, category=Category.CRASH, error="SIGSEGV"),
+            model_result("fixed", seed=2)]
+    c = _cmp(base, head)
+    assert [m.model for m in c.added] == ["new"]
+    assert [m.model for m in c.removed] == ["gone"]
+    assert [(m.model, m.error) for m in c.newly_failing] == [("breaks", "SIGSEGV")]
+    assert [m.model for m in c.newly_fixed] == ["fixed"]
+    assert c.aggregates.models == 3  # same, breaks, fixed
+    # Only "same" ran on both sides: the fast added model does not move the geomean.
+    same = next(r for r in c.rows if r.model == "same")
+    assert c.aggregates.geomean_speedup_head == same.speedup.head
+    assert c.aggregates.pass_rate_base == 2 / 3 and c.aggregates.pass_rate_head == 2 / 3
+    row = {r.model: r for r in c.rows}
+    assert row["breaks"].verdict is Verdict.REGRESSION and row["breaks"].gating
+    assert row["breaks"].accuracy.head == "fail_to_run"
+    assert row["fixed"].verdict is Verdict.IMPROVEMENT and not row["fixed"].gating
+    assert c.gating_regression
+
+
+def test_new_graph_break_and_new_recompile_name_their_reasons():
+    base = [model_result("m", seed=1, graph_breaks=["call_function print"],
+                         recompiles=["L['x'].size()[0] == 8"])]
+    head = [model_result("m", seed=2, graph_breaks=["call_function print",
+                                                    "Tensor.item() at 0x7f00deadbeef"],
+                         recompiles=["L['x'].size()[0] == 8", "L['x'].dtype == torch.float32"])]
+    row = _cmp(base, head).rows[0]
+    assert row.graph_breaks.base == 1 and row.graph_breaks.head == 2
+    assert row.graph_breaks.new_reasons == ["Tensor.item() at 0x7f00deadbeef"]
+    assert row.recompiles.new_reasons == ["L['x'].dtype == torch.float32"]
+    assert row.graph_breaks.verdict is Verdict.REGRESSION and row.recompiles.gating
+    assert row.verdict is Verdict.REGRESSION
+
+
+def test_reasons_differing_only_in_memory_addresses_are_not_new():
+    base = [model_result("m", seed=1, graph_breaks=["obj at 0x7f01"])]
+    head = [model_result("m", seed=2, graph_breaks=["obj at 0x7f99"])]
+    row = _cmp(base, head).rows[0]
+    assert row.graph_breaks.new_reasons == [] and row.graph_breaks.verdict is Verdict.UNCHANGED
+
+
+def test_accuracy_pass_to_fail_is_a_gating_regression():
+    row = _cmp([model_result("m", seed=1)], [model_result("m", seed=2, accuracy_passed=False)])
+    assert (row := row.rows[0]).accuracy.base == "pass"
+    assert row.accuracy.head == "fail_accuracy" and row.accuracy.gating
+
+
+def test_cache_key_change_names_the_component():
+    changed = {**BASE_COMPONENTS, "example_inputs[0]": "exin0changed0000"}
+    c = _cmp([model_result("m", seed=1)], [model_result("m", seed=2, components=changed)])
+    row = c.rows[0]
+    assert [(ch.kind, ch.changed) for ch in row.cache_changes] == [
+        ("fx", ["example_inputs[0]"]), ("aot", ["example_inputs[0]"])]
+    assert c.cache.models_with_changes == 1
+    assert c.cache.components == {"example_inputs[0]": 1}
+    assert row.verdict is Verdict.UNCHANGED  # a key change alone is shown, not judged
+
+
+def test_cold_compile_regression_and_memory():
+    base = [model_result("m", seed=1, cold_s=10, peak_bytes=100 * 2**20)]
+    head = [model_result("m", seed=2, cold_s=20, peak_bytes=150 * 2**20)]
+    row = _cmp(base, head).rows[0]
+    assert row.cold_compile.verdict is Verdict.REGRESSION and row.cold_compile.gating
+    assert row.memory.verdict is Verdict.REGRESSION and row.memory.ratio == 1.5
+
+
+def test_warm_compile_regression_does_not_gate_by_default():
+    row = _cmp([model_result("m", seed=1, warm_s=2)],
+               [model_result("m", seed=2, warm_s=8)]).rows[0]
+    assert row.warm_compile.verdict is Verdict.REGRESSION and not row.warm_compile.gating
+    assert row.verdict is Verdict.REGRESSION and not row.gating
+
+
+def test_baseline_expectations_replace_the_base_count():
+    base = [model_result("m", seed=1, graph_breaks=["a", "b"])]
+    head = [model_result("m", seed=2, graph_breaks=["a", "b"], accuracy_passed=False)]
+    ident = ("micro", "m", "cpu-default-float32-auto")
+    known = Baseline({ident: Expected(accuracy="fail_accuracy", graph_breaks=1, recompiles=0)})
+    row = _cmp(base, head, baseline=known).rows[0]
+    assert row.graph_breaks.expected == 1 and row.graph_breaks.verdict is Verdict.REGRESSION
+    assert row.accuracy.expected == "fail_accuracy"
+    assert row.accuracy.verdict is Verdict.UNCHANGED  # a known failure is not a regression
+    star = Baseline({("micro", "m", "*"): Expected(graph_breaks=3)})
+    assert _cmp(base, head, baseline=star).rows[0].graph_breaks.verdict is Verdict.IMPROVEMENT
+
+
+def test_per_model_override_loosens_one_model_only():
+    base = [model_result("noisy", seed=1), model_result("quiet", seed=1)]
+    head = [model_result("noisy", seed=2, compiled_us=55),
+            model_result("quiet", seed=2, compiled_us=55)]
+    policy = ThresholdPolicy(models={"nois*": ModelOverride(compiled_time=0.2)})
+    rows = {r.model: r for r in _cmp(base, head, thresholds=policy).rows}
+    assert rows["noisy"].compiled_time.verdict is not Verdict.REGRESSION
+    assert rows["noisy"].compiled_time.threshold == 0.2
+    assert rows["quiet"].compiled_time.verdict is Verdict.REGRESSION
+
+
+def test_ungated_metric_never_sets_gating_regression():
+    t = Thresholds().merged({"compiled_time": {"gate": False}})
+    c = _cmp([model_result("m", seed=1)], [model_result("m", seed=2, compiled_us=60)],
+             thresholds=t)
+    assert c.headline.regressions == 1 and not c.gating_regression
+
+
+def test_different_environments_are_noted():
+    from tests.factories import environment
+    base = run_results([model_result("m", seed=1)])
+    head = run_results([model_result("m", seed=2)], env=environment(fingerprint="e" * 32,
+                                                                    torch="2.14.0"))
+    assert "different environments" in compare(base, head).notes[0]
+
+
+def test_json_round_trips():
+    c = _cmp([model_result("m", seed=1)], [model_result("m", seed=2, compiled_us=60)])
+    assert Comparison.model_validate_json(c.model_dump_json()) == c
+
+
+def test_eager_nondeterminism_on_head_is_never_a_gating_regression():
+    base = run_results([model_result("m")])
+    head = run_results([model_result("m", category=Category.EAGER_NONDETERMINISTIC)])
+    c = compare(base, head)
+    assert not c.gating_regression
+    [row] = c.rows
+    assert row.accuracy is not None and row.accuracy.verdict is Verdict.WITHIN_NOISE
+
+
+def test_a_model_that_passed_and_is_skipped_on_head_gates():
+    base = run_results([model_result("m"), model_result("n", seed=1)])
+    head = run_results([model_result("m", category=Category.PACKAGE_MISSING,
+                                     error="skipped: package not installed: x"),
+                        model_result("n", seed=2)])
+    c = compare(base, head)
+    assert c.gating_regression and c.headline.gating == 1
+    assert [r.model for r in c.newly_failing] == ["m"]
+    from compilewatch.bot.judge.verdicts import raise_on_gating
+    from compilewatch.core.errors import RegressionFound
+
+    with pytest.raises(RegressionFound, match=r"1 model\(s\) with a gating regression: m$"):
+        raise_on_gating(c)  # the CI message names it
+
+
+def test_no_cold_compile_verdict_when_a_side_reused_its_cache():
+    base = run_results([model_result("m", cold_s=10.0)])
+    warm_head = model_result("m", cold_s=1.0, seed=1)
+    warm_head = warm_head.model_copy(update={
+        "compile": warm_head.compile.model_copy(update={"cache_dir_was_empty": False})})
+    [row] = compare(base, run_results([warm_head])).rows
+    assert row.cold_compile is None
+    [row] = compare(base, run_results([model_result("m", cold_s=1.0, seed=1)])).rows
+    assert row.cold_compile is not None and row.cold_compile.verdict is Verdict.IMPROVEMENT
+
+
+def _warm_started(r, seconds: float, fx_hit: int, fx_miss: int):  # type: ignore[no-untyped-def]
+    """``r`` as a run with ``--warm-cache`` writes it: warm-start time and its cache counters."""
+    from compilewatch.core.schema import CacheCounters
+
+    r.compile = r.compile.model_copy(update={"warm_start_s": seconds})
+    r.cache = r.cache.model_copy(update={"counters": {
+        **r.cache.counters, "warm_start": CacheCounters(fx_hit=fx_hit, fx_miss=fx_miss)}})
+    return r
+
+
+def test_warm_start_is_shown_not_judged_and_a_head_miss_is_said():
+    from compilewatch.bot.render.formats import render_html, render_markdown
+
+    base = [_warm_started(model_result("hit", seed=1), 1.0, 1, 0),
+            _warm_started(model_result("missed", seed=1), 1.0, 1, 0)]
+    head = [_warm_started(model_result("hit", seed=2), 1.1, 1, 0),
+            _warm_started(model_result("missed", seed=2), 3.0, 0, 2)]
+    c = _cmp(base, head)
+    row = {r.model: r for r in c.rows}
+    assert row["missed"].warm_start.base == 1.0 and row["missed"].warm_start.head == 3.0
+    assert row["missed"].warm_start.verdict is None and not row["missed"].gating
+    assert any("2 FX graph cache misses on head, none on base" in n and "these graphs cold" in n
+               for n in row["missed"].notes)
+    assert not any("warm start" in n for n in row["hit"].notes)
+    assert c.aggregates.total_warm_start_s_base == 2.0
+    assert c.aggregates.total_warm_start_s_head == 4.1
+    md = render_markdown(c)
+    assert "warm start from published artifacts 2.00 s → 4.10 s" in md
+    assert "| warm compile | warm start | breaks |" in md
+    assert "3.00 s +200.0%" in md  # the missed model's warm start, in the all-models table
+    assert "these graphs cold" in md  # its note, in the details
+    html = render_html(c)
+    assert "<th>warm start</th>" in html and "warm start total (published artifacts)" in html
+    # Without warm starts the column is not there at all.
+    plain = render_markdown(_cmp([model_result("a", seed=1)], [model_result("a", seed=2)]))
+    assert "warm start" not in plain
+
+
+def test_an_unfinished_run_is_said():
+    base = run_results([model_result("a", seed=1), model_result("b", seed=1)])
+    head = run_results([model_result("a", seed=2)])
+    head.finished_at = None  # killed after one model: a checkpoint
+    c = compare(base, head)
+    assert [m.model for m in c.removed] == ["b"]
+    assert any("the head run did not finish" in n and "1 model(s)" in n for n in c.notes)
+    assert not any("did not finish" in n for n in _cmp([model_result("a")],
+                                                       [model_result("a")]).notes)

@@ -1,0 +1,240 @@
+"""Rendering: golden files of realistic comparisons, the 65,536-character limit, the marker,
+and hostile strings in the HTML report and the comment (property-based).
+
+Regenerate the golden files after an intended change with
+``COMPILEWATCH_UPDATE_GOLDEN=1 python -m pytest tests/bot/render/test_formats.py`` and review
+the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.bot.render.test_escape import GITHUB_AUTO, HOSTILE, MD, parse
+
+from compilewatch.bot.judge.comparison import Comparison
+from compilewatch.bot.judge.verdicts import compare
+from compilewatch.bot.render.comparison_table import render_table
+from compilewatch.bot.render.formats import (
+    COMMENT_LIMIT,
+    MARKER,
+    length,
+    render_html,
+    render_json,
+    render_markdown,
+    write_step_summary,
+)
+from compilewatch.core.errors import UsageError
+from compilewatch.core.schema import Category
+from tests.factories import BASE_COMPONENTS, model_result, run_results
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("COMPILEWATCH_UPDATE_GOLDEN") == "1"
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"{path} missing: run with COMPILEWATCH_UPDATE_GOLDEN=1"
+    assert text == path.read_text(encoding="utf-8"), f"{name} changed; see module docstring"
+
+
+def _runs(base: list, head: list) -> Comparison:
+    return compare(
+        run_results(base, commit="1a2b3c4d5e6f7a8b9c0d", ref="main", run_id="base-run-0001"),
+        run_results(head, commit="9f8e7d6c5b4a39281706", ref="pr-42", pr=42,
+                    run_id="head-run-0001", created_at="2026-11-29T09:00:00+00:00"))
+
+
+def _steady(name: str, side: int, **kw) -> object:
+    return model_result(name, seed=side, **kw)
+
+
+SCENARIOS = {
+    "regression": lambda: _runs([_steady("resnet18", 1)],
+                                [_steady("resnet18", 2, compiled_us=53.0)]),
+    "improvement": lambda: _runs([_steady("bert", 1)], [_steady("bert", 2, compiled_us=45.0)]),
+    "new_graph_break": lambda: _runs(
+        [_steady("gpt2", 1, graph_breaks=["builtin print"])],
+        [_steady("gpt2", 2, graph_breaks=["builtin print",
+                                          "Tensor.item() call with capture_scalar_outputs=False"],
+                 graphs=[BASE_COMPONENTS, {**BASE_COMPONENTS, "gm": "gm2"}])]),
+    "new_recompile": lambda: _runs(
+        [_steady("t5", 1)],
+        [_steady("t5", 2, recompiles=["tensor 'L['x']' size mismatch at index 0. "
+                                      "expected 8, actual 16"])]),
+    "cache_key_change": lambda: _runs(
+        [_steady("vit", 1)],
+        [_steady("vit", 2, components={**BASE_COMPONENTS, "example_inputs[0]": "exin0changed",
+                                       "torch_version": "torchvchanged"})]),
+    "failing_model": lambda: _runs(
+        [_steady("dlrm", 1), _steady("mobilenet", 1)],
+        [_steady("dlrm", 2, category=Category.COMPILE_ERROR,
+                 error="torch._dynamo.exc.Unsupported: call_function UserDefinedObjectVariable"
+                       "\n  File \"model.py\", line 12"),
+         _steady("mobilenet", 2, accuracy_passed=False)]),
+    "added_removed": lambda: _runs([_steady("lenet", 1), _steady("alexnet", 1)],
+                                   [_steady("lenet", 2), _steady("convnext", 2)]),
+}
+
+
+def _mixed() -> Comparison:
+    # One suite with every kind of change, as a PR comment on a real suite looks.
+    base = [_steady("resnet18", 1), _steady("bert", 1), _steady("gpt2", 1), _steady("t5", 1),
+            _steady("vit", 1), _steady("dlrm", 1), _steady("alexnet", 1),
+            _steady("lenet", 1, cold_s=12.0)]
+    head = [_steady("resnet18", 2, compiled_us=53.0), _steady("bert", 2, compiled_us=45.0),
+            _steady("gpt2", 2, graph_breaks=["Tensor.item()"]),
+            _steady("t5", 2, recompiles=["L['x'].size()[0] == 8"]),
+            _steady("vit", 2, components={**BASE_COMPONENTS, "example_inputs[0]": "changed"}),
+            _steady("dlrm", 2, category=Category.OOM, error="CUDA out of memory"),
+            _steady("convnext", 2), _steady("lenet", 2, cold_s=24.0)]
+    return _runs(base, head)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_markdown_golden(name):
+    check_golden(f"{name}.md", render_markdown(SCENARIOS[name]()))
+
+
+def test_mixed_suite_goldens_in_every_format():
+    c = _mixed()
+    check_golden("mixed.md", render_markdown(c, report_url="https://ci.example/run/7/report.html",
+                                             trend_url="https://dash.example/trend/{model}"))
+    check_golden("mixed.html", render_html(c))
+    check_golden("mixed.txt", render_table(c))
+    check_golden("mixed.json", render_json(c))
+
+
+def test_golden_contents_say_what_changed():
+    md = render_markdown(SCENARIOS["new_graph_break"]())
+    assert "Tensor.item() call with capture\\_scalar\\_outputs=False".replace("(", "\\(") \
+        .replace(")", "\\)").replace(".", "\\.").replace("=", "\\=") in md
+    md = render_markdown(SCENARIOS["cache_key_change"]())
+    assert "<code>example\\_inputs\\[0\\]</code>" in md and "torch\\_version" in md
+    assert md.startswith(MARKER + "\n## compilewatch: 0 regressions, 0 improvements, 1 unchanged")
+
+
+def _big() -> Comparison:
+    base = [model_result(f"model_{i:03d}", seed=i, graph_breaks=[f"reason {i} " + "x" * 80])
+            for i in range(500)]
+    head = [model_result(f"model_{i:03d}", seed=1000 + i, compiled_us=53.0,
+                         graph_breaks=[f"reason {i} " + "x" * 80, f"new break {i} " + "y" * 80],
+                         components={**BASE_COMPONENTS, "torch_version": "next"})
+            for i in range(500)]
+    return _runs(base, head)
+
+
+def test_500_model_suite_is_truncated_under_the_limit_with_a_pointer_to_the_report():
+    c = _big()
+    full = render_markdown(c, max_chars=10**9)
+    assert len(full) > COMMENT_LIMIT
+    md = render_markdown(c, report_url="https://ci.example/report.html")
+    assert length(md) <= COMMENT_LIMIT  # GitHub counts UTF-16 units: never fewer than len()
+    assert md.startswith(MARKER) and "## compilewatch: 500 regressions" in md
+    assert "Truncated to fit" in md and "[full report](<https://ci.example/report.html>)" in md
+    assert md.rstrip().endswith("</sub>") and md.count("<details>") == md.count("</details>")
+    check_golden("truncated_500.md", md)
+
+
+def test_bad_report_url_is_refused():
+    with pytest.raises(UsageError, match="report URL"):
+        render_markdown(SCENARIOS["regression"](), report_url="javascript:alert(1)")
+    with pytest.raises(UsageError, match="report URL"):
+        render_markdown(SCENARIOS["regression"](), report_url="https://x/a> [y](z")
+
+
+def test_trend_url_callable_quotes_the_model():
+    md = render_markdown(SCENARIOS["regression"](), trend_url=lambda m: f"https://d/{m}?x=1")
+    assert "[trend](<https://d/resnet18?x=1>)" in md
+
+
+def test_step_summary_appends(tmp_path, monkeypatch):
+    path = tmp_path / "summary.md"
+    path.write_text("# earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
+    write_step_summary(SCENARIOS["regression"]())
+    text = path.read_text()
+    assert text.startswith("# earlier step\n" + MARKER) and "1 regression" in text
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
+    with pytest.raises(UsageError, match="GITHUB_STEP_SUMMARY"):
+        write_step_summary(SCENARIOS["regression"]())
+
+
+hostile = st.lists(st.sampled_from(HOSTILE) | st.text(max_size=6), min_size=1,
+                   max_size=8).map("".join)
+
+
+def _hostile_comparison(s: str) -> Comparison:
+    base = [model_result("m", seed=1), model_result("gone", seed=1)]
+    head = [model_result("m", seed=2, graph_breaks=["gb " + s], recompiles=["rc " + s],
+                         components={**BASE_COMPONENTS, "comp " + s: "h"}),
+            model_result("new", seed=2, category=Category.CRASH, error="err " + s)]
+    return compare(run_results(base, ref="ref " + s, run_id="base-run-0001"),
+                   run_results(head, run_id="head-run-0001"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile)
+def test_hostile_strings_never_escape_the_html_report(s):
+    p = _HtmlAttrs()
+    p.feed(render_html(_hostile_comparison(s)))
+    allowed = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "b", "i",
+               "code", "div", "table", "thead", "tbody", "tr", "th", "td", "a", "br", "span",
+               "details", "summary", "ul", "li", "pre", "script"}
+    assert set(p.tags) <= allowed and p.tags.count("script") == 1
+    assert not [a for a in p.attrs if a[0].startswith("on") or a[0] in ("src", "style")]
+    assert all(v.startswith("#m-") for k, v in p.attrs if k == "href")
+    text = "".join(p.text)
+    assert ("gb " + s).strip() in text or not s.strip()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile)
+def test_hostile_strings_never_escape_the_comment(s):
+    md = render_markdown(_hostile_comparison(s))
+    html = MD.render(md)
+    p = parse(html)
+    assert "a" not in p.tags and "img" not in p.tags and "script" not in p.tags
+    text = "".join(p.text)
+    assert not any(rx.search(text) for rx in GITHUB_AUTO), text
+    assert html.count("<details>") == 2
+
+
+class _HtmlAttrs:
+    def __init__(self) -> None:
+        from html.parser import HTMLParser
+
+        outer = self
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str]] = []
+        self.text: list[str] = []
+
+        class P(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                outer.tags.append(tag)
+                outer.attrs.extend((k, v or "") for k, v in attrs)
+
+            def handle_data(self, data):
+                outer.text.append(data)
+
+        self._p = P(convert_charrefs=True)
+
+    def feed(self, html: str) -> None:
+        self._p.feed(html)
+        self._p.close()
+
+
+@pytest.mark.parametrize("max_chars", [200, 500, 900, 1300, 1550])
+def test_headline_cut_stays_within_the_limit_in_utf16_units(max_chars):
+    """Below the size of the headline, the comment is cut, and emoji (two UTF-16 units each)
+    must not push it over the limit GitHub counts."""
+    md = render_markdown(_mixed(), max_chars=max_chars)
+    assert length(md) <= max_chars
+    assert md.startswith(MARKER) and md.endswith("_(truncated: the full report has everything)_\n")
