@@ -84,6 +84,10 @@ warm_cache_options = _stacked(
     click.option("--github-url", envvar="GITHUB_API_URL", default=None,
                  help="API base URL for --warm-cache release (GitHub Enterprise: "
                       "https://HOST/api/v3). Env: GITHUB_API_URL."),
+    click.option("--cache-public-key", "cache_public_keys", multiple=True, metavar="ed25519:KEY",
+                 help="Public key whose signed manifests --warm-cache may load, beside "
+                      "[tool.compilewatch] cache_public_keys. Repeatable. An unsigned or "
+                      "foreign-signed artifact is refused and the run goes on cold."),
 )
 """``--warm-cache`` and its companions, shared by ``run`` and ``pr``."""
 
@@ -170,6 +174,11 @@ def run_cmd(**kwargs: Any) -> None:
               help="Environment variable holding the token (never pass a token as an argument).")
 @click.option("--github-url", envvar="GITHUB_API_URL", default=None,
               help="API base URL (GitHub Enterprise). Env: GITHUB_API_URL.")
+@click.option("--signing-key-env", default="COMPILEWATCH_SIGNING_KEY", show_default=True,
+              help="Environment variable holding the private key (PEM) that signs the published "
+                   "manifest. Publishing without a key is refused.")
+@click.option("--signing-key-file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="File holding the signing key (instead of --signing-key-env).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @handle_errors
 def nightly_cmd(**kwargs: Any) -> None:
@@ -187,6 +196,33 @@ def nightly_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.nightly import nightly_command
 
     nightly_command(**kwargs)
+
+
+@main.group("keys")
+def keys_group() -> None:
+    """The signing keys of published compile-cache artifacts.
+
+    \b
+    Example:
+      compilewatch keys generate --out nightly-signing.pem
+    """
+
+
+@keys_group.command("generate")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Where to write the private key (PEM, mode 0600); never overwritten.")
+@handle_errors
+def keys_generate_cmd(out: Path) -> None:
+    """Make an Ed25519 key pair: the private key for the nightly's secret, the public key for
+    every consumer's [tool.compilewatch] cache_public_keys.
+
+    \b
+    Example:
+      compilewatch keys generate --out nightly-signing.pem
+    """
+    from compilewatch.bot.keys import generate_command
+
+    click.echo(generate_command(out=out))
 
 
 @main.command("report")

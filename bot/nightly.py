@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
 import sys
 import uuid
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from compilewatch.bot.measuring import (
 )
 from compilewatch.bot.render.run_table import log_console, summary_table
 from compilewatch.compiler import artifacts as art
+from compilewatch.compiler import signing
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.runner import JobRun, RunOptions
 from compilewatch.core.errors import UsageError
@@ -88,10 +90,14 @@ def nightly_command(*, suites: tuple[str, ...], models: tuple[str, ...], device:
                     no_db: bool, quiet: bool, publish_only: bool, publish_to: Path | None,
                     publish_to_release: bool, repo: str | None, tag: str | None,
                     tag_prefix: str, keep_last: int | None, token_env: str,
-                    github_url: str | None) -> NightlyReport:
-    """Measure + build + verify (unless ``publish_only``), then publish what was verified."""
+                    github_url: str | None, signing_key_env: str = "COMPILEWATCH_SIGNING_KEY",
+                    signing_key_file: Path | None = None) -> NightlyReport:
+    """Measure + build + verify (unless ``publish_only``), then sign and publish what was
+    verified."""
     if publish_to_release and not repo:
         raise UsageError("--publish-release needs --repo OWNER/NAME")
+    publishing = publish_to is not None or publish_to_release
+    key = signing_key(signing_key_env, signing_key_file) if publishing else None
     if not publish_only:
         check_measure_options(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s)
     folder = out / "artifacts"
@@ -112,18 +118,37 @@ def nightly_command(*, suites: tuple[str, ...], models: tuple[str, ...], device:
         man, rejected = art.read_manifest(folder / art.MANIFEST_NAME), ()
     published = []
     # Checked once (manifest read, every artifact hashed) for all destinations.
-    verified = verified_only(folder) if publish_to is not None or publish_to_release else None
+    verified = verified_only(folder) if publishing else None
     if publish_to is not None:
-        published.append(str(publish_dir(folder, publish_to, tag, verified)))
+        assert key is not None
+        published.append(str(publish_dir(folder, publish_to, tag, key, verified)))
     if publish_to_release:
-        assert repo is not None
+        assert repo is not None and key is not None
         gh = open_github(repo, token_env, github_url)
-        names = publish_release(folder, gh, tag, prefix=tag_prefix, keep_last=keep_last,
-                                verified=verified)
+        names = publish_release(folder, gh, tag, key=key, prefix=tag_prefix,
+                                keep_last=keep_last, verified=verified)
         published.append(f"release {tag}: {', '.join(names)}")
     report = NightlyReport(man, rejected, tuple(published))
     _print(report, results, quiet)
     return report
+
+
+def signing_key(env_var: str, file: Path | None) -> bytes:
+    """The publisher's private key (PEM): from ``file``, else from the environment variable (a CI
+    secret). Publishing without one is refused: consumers load only signed manifests."""
+    if file is not None:
+        try:
+            pem = file.read_bytes()
+        except OSError as e:
+            raise UsageError(f"--signing-key-file {file}: {e.strerror}") from None
+    else:
+        pem = os.environ.get(env_var, "").encode()
+    if not pem.strip():
+        raise UsageError(f"publishing needs a signing key: set {env_var} to the private key "
+                         "(PEM) or pass --signing-key-file; `compilewatch keys generate` makes "
+                         "a pair")
+    signing.load_private_key(pem)  # a bad key fails here, before minutes of measuring
+    return pem
 
 
 def _print(report: NightlyReport, results: RunResults | None, quiet: bool) -> None:

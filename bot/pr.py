@@ -24,7 +24,7 @@ from compilewatch.bot.cache.fetch import resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.judge.comparison import Comparison
-from compilewatch.bot.judge.project import compare_with_project
+from compilewatch.bot.judge.project import compare_with_project, load_project_config
 from compilewatch.bot.judge.verdicts import raise_on_gating
 from compilewatch.bot.measuring import (
     build_results,
@@ -168,7 +168,8 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
                report_url: str | None = None, fail_on_regression: bool = False,
                quiet: bool = False, no_warm: bool = False, warm_cache: str | None = None,
                warm_cache_repo: str | None = None, token_env: str = "GITHUB_TOKEN",
-               github_url: str | None = None, measure: Measure = measure_with_run_job,
+               github_url: str | None = None, cache_public_keys: tuple[str, ...] = (),
+               measure: Measure = measure_with_run_job,
                environment: Collect = collect_environment) -> Comparison:
     """Measure merge-base and head interleaved, write the five output files, compare.
 
@@ -186,12 +187,14 @@ def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | N
     started = now()
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl, \
             worktrees(repo, {"base": refs.base, "head": refs.head}) as trees:
+        # whose artifacts may be loaded: the base checkout says, never the PR's own files
+        keys = (*cache_public_keys, *load_project_config(trees["base"]).cache_public_keys)
         opts = {s: RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
                               python=pythons[s], warm=not no_warm,
                               warm_cache=resolve_warm_cache(
                                   warm_cache, envs[pythons[s]], dest=Path(dl) / s,
-                                  repo=warm_cache_repo, token_env=token_env,
-                                  github_url=github_url))
+                                  trusted_keys=keys, repo=warm_cache_repo,
+                                  token_env=token_env, github_url=github_url))
                 for s in SIDES}
         plans = {s: plan_side(side_sources(suites, trees[s]), device=device, models=models)
                  for s in SIDES}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from compilewatch.bot.cache.fetch import resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
+from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.measuring import (
     build_results,
     check_measure_options,
@@ -33,7 +34,8 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
                 python: str = sys.executable, repo: Path = Path("."),
                 warm_cache: str | None = None,
                 warm_cache_repo: str | None = None,
-                token_env: str = "GITHUB_TOKEN", github_url: str | None = None) -> RunResults:
+                token_env: str = "GITHUB_TOKEN", github_url: str | None = None,
+                cache_public_keys: tuple[str, ...] = ()) -> RunResults:
     """Measure, write ``out`` and store the run (``db_url`` or the embedded SQLite default)."""
     check_measure_options(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s)
     sources = suite_sources(suites, repo)
@@ -45,8 +47,9 @@ def run_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str
     console = log_console()
     git = gitutil.head_info(repo)
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
-        wc = resolve_warm_cache(warm_cache, env, dest=Path(dl), repo=warm_cache_repo,
-                                token_env=token_env, github_url=github_url)
+        keys = (*cache_public_keys, *load_project_config(repo).cache_public_keys)
+        wc = resolve_warm_cache(warm_cache, env, dest=Path(dl), trusted_keys=keys,
+                                repo=warm_cache_repo, token_env=token_env, github_url=github_url)
         opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
                           warm=not no_warm, cache_root=cache_dir, python=python, warm_cache=wc)
 

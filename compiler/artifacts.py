@@ -2,25 +2,34 @@
 
 The worker saves ``torch.compiler.save_cache_artifacts()`` after a cold compile and loads one
 with ``torch.compiler.load_cache_artifacts()`` before a warm-start compile (empty cache dir).
-Loading deserialises torch's own format, so a file is only loaded after its size and sha256
-match a manifest entry for this exact environment and torch build. A cache entry can hot-load
-into wrong results (an entry filed under the wrong key is used as is), so an artifact is only
-published after a fresh process has loaded it, hit the cache and reproduced eager's outputs.
-Documented in docs/cache-artifacts.md.
+An artifact is code: torch writes each entry to a path derived from the entry's key and later
+unpickles it. So a consumer loads a file only after (1) the manifest's signature verifies with a
+public key the consumer pinned (``compiler/signing.py``), (2) the file is a regular file of the
+listed size (checked before a byte is read), copied into a private directory while hashed, and
+its sha256 matches, and (3) every entry inside it is of a type we publish, with a key that
+cannot leave the cache directory (``inspect_megacache``, which parses the format without torch).
+A cache entry can also hot-load into wrong results (an entry filed under the wrong key is used as
+is), so an artifact is only published after a fresh process loaded it, hit the cache and
+reproduced eager's outputs. Documented in docs/cache-artifacts.md ("Trust").
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import os
-import shutil
-from collections.abc import Callable
+import re
+import stat
+import zlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from compilewatch.compiler import signing
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
 from compilewatch.core.schema import Hash, Name, Sha256, Short, Text
@@ -29,6 +38,20 @@ MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 FileName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,200}$")]
+MAX_ARTIFACT_BYTES = 1024 ** 3
+MAX_ENTRIES = 20_000
+# The entry types we publish, and the keys each may have: torch joins a key with its cache dir
+# (autotune: ``cache_dir/<dir>/<file>``; inductor and aot_autograd: ``cache_dir/.../<key>/``),
+# so an absolute key, a separator or a ``..`` would write outside it.
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_\-]{1,256}$")
+_KEY_RULES: dict[str, Callable[[str], bool]] = {
+    "inductor": lambda k: bool(_PLAIN_KEY.match(k)),
+    "aot_autograd": lambda k: bool(_PLAIN_KEY.match(k)),
+    "autotune": lambda k: bool(re.match(r"^[A-Za-z0-9_\-]{1,64}/[A-Za-z0-9_.\-]{1,256}$", k))
+    and ".." not in k.split("/") and not k.endswith("/."),
+    "pgo": lambda k: bool(re.match(r"^[A-Za-z0-9_:\-][A-Za-z0-9_.:\-]{0,255}$", k))
+    and ".." not in k,
+}
 
 
 class _Model(BaseModel):
@@ -116,7 +139,9 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     reason = unsupported_reason()
     if reason:
         raise CacheArtifactError(reason)
-    info = torch.compiler.load_cache_artifacts(Path(path).read_bytes())
+    data = Path(path).read_bytes()
+    inspect_megacache(data, str(path))  # again here: nothing reaches torch unread
+    info = torch.compiler.load_cache_artifacts(data)
     if info is None:
         raise CacheArtifactError(f"{path}: torch could not deserialise the artifact")
     return {"fx_keys": list(getattr(info, "inductor_artifacts", [])),
@@ -171,21 +196,8 @@ def write_manifest(manifest: Manifest, path: Path) -> None:
 
 
 def read_manifest(path: Path) -> Manifest:
-    """Read and strictly validate a manifest (untrusted input)."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_MANIFEST_BYTES:
-            raise CacheArtifactError(f"{path}: manifest of {size} bytes is over the limit")
-        data = json.loads(path.read_bytes())
-        return Manifest.model_validate(data)
-    except OSError as e:
-        raise CacheArtifactError(f"{path}: cannot read the manifest: {e.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CacheArtifactError(f"{path}: manifest is not valid JSON: {e}") from None
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "<top>"
-        raise CacheArtifactError(f"{path}: invalid manifest: {where}: {first['msg']}") from None
+    """Read and strictly validate an unsigned manifest (a nightly's own output folder)."""
+    return parse_manifest(read_bounded(path, MAX_MANIFEST_BYTES), path)
 
 
 def manifests_in(root: Path) -> list[Path]:
@@ -194,18 +206,130 @@ def manifests_in(root: Path) -> list[Path]:
             if p.is_file()]
 
 
-def select(root: Path, *, suite: str, model: str, slug: str, fingerprint: str,
-           torch_version: str, private: Path | None = None) -> Path:
-    """The newest verified artifact for this job and environment, checked; or raise why not.
+def inspect_megacache(data: bytes, where: str = "artifact") -> dict[str, list[str]]:
+    """The entries of a portable cache, by type, read without torch; raise on anything we do not
+    publish (an unknown type, a key that could leave the cache dir, a malformed file).
 
-    With ``private`` (a directory only this run writes), the artifact is copied there first and
-    the copy is checked and returned: what is loaded is exactly what was hashed.
+    The format is torch's ``AppendingByteSerializer``: a CRC32 of the rest, a version (u64), then
+    per type a base64 type name, a count and that many (base64 key, content) pairs, each
+    length-prefixed (u64, big-endian).
     """
+    pos = 4
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if n < 0 or pos + n > len(data):
+            raise CacheArtifactError(f"{where}: truncated or malformed cache artifact")
+        chunk = data[pos:pos + n]
+        pos += n
+        return chunk
+
+    def u64() -> int:
+        return int.from_bytes(take(8), "big")
+
+    def text() -> str:
+        raw = take(u64())
+        try:
+            return base64.b64decode(raw, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise CacheArtifactError(f"{where}: malformed name in the cache artifact") from None
+
+    if len(data) < 12 or zlib.crc32(data[4:]).to_bytes(4, "big") != data[:4]:
+        raise CacheArtifactError(f"{where}: not a cache artifact (checksum does not match)")
+    if u64() != 1:
+        raise CacheArtifactError(f"{where}: unknown cache artifact encoding version")
+    entries: dict[str, list[str]] = {}
+    total = 0
+    while pos < len(data):
+        kind, count = text(), u64()
+        if kind not in _KEY_RULES:
+            raise CacheArtifactError(f"{where}: holds entries of type {kind[:40]!r}, which "
+                                     f"compilewatch does not publish")
+        total += count
+        if total > MAX_ENTRIES:
+            raise CacheArtifactError(f"{where}: more than {MAX_ENTRIES} entries")
+        for _ in range(count):
+            key = text()
+            if not _KEY_RULES[kind](key):
+                raise CacheArtifactError(f"{where}: a {kind} entry has the key {key[:80]!r}, "
+                                         "which would be written outside the cache directory")
+            take(u64())
+            entries.setdefault(kind, []).append(key)
+    return entries
+
+
+def _regular_size(path: Path) -> int:
+    """Size of a regular file, from ``lstat``: a link, FIFO or device is refused unread."""
+    try:
+        st = path.lstat()
+    except OSError as e:
+        raise CacheArtifactError(f"{path}: cannot read: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CacheArtifactError(f"{path}: not a regular file (a link, FIFO or device is "
+                                 "refused)")
+    return st.st_size
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, its type and size checked before a byte is read."""
+    size = _regular_size(path)
+    if size > limit:
+        raise CacheArtifactError(f"{path}: {size} bytes is over the {limit}-byte limit")
+    return _read_exact(path, size)
+
+
+def _read_exact(path: Path, size: int) -> bytes:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise CacheArtifactError(f"{path}: cannot open: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            raise CacheArtifactError(f"{path}: changed while being read")
+        data = f.read(size + 1)
+    if len(data) != size:
+        raise CacheArtifactError(f"{path}: changed while being read")
+    return data
+
+
+def read_signed_manifest(path: Path, trusted_keys: Iterable[str]) -> Manifest:
+    """A published manifest whose signature verifies with a pinned key (untrusted download)."""
+    raw = read_bounded(path, MAX_MANIFEST_BYTES)
+    sig_path = path.with_name(path.name + signing.SIGNATURE_SUFFIX)
+    sig = read_bounded(sig_path, signing.MAX_SIGNATURE_BYTES) if sig_path.is_file() or \
+        sig_path.is_symlink() else None
+    signing.verify(raw, sig, trusted_keys, str(path))
+    return parse_manifest(raw, path)
+
+
+def parse_manifest(raw: bytes, path: Path) -> Manifest:
+    try:
+        return Manifest.model_validate(json.loads(raw))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CacheArtifactError(f"{path}: manifest is not valid JSON: {e}") from None
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<top>"
+        raise CacheArtifactError(f"{path}: invalid manifest: {where}: {first['msg']}") from None
+
+
+def select(root: Path, *, suite: str, model: str, slug: str, fingerprint: str,
+           torch_version: str, trusted_keys: Iterable[str], private: Path) -> Path:
+    """The newest verified artifact for this job and environment, as a checked private copy; or
+    raise why not.
+
+    Only manifests signed by a pinned key count. The artifact is copied into ``private`` (a
+    directory only this run writes) while it is hashed, then its entries are inspected: what
+    torch loads is exactly what was checked.
+    """
+    keys = list(trusted_keys)
     found: list[tuple[str, Manifest, ArtifactEntry, Path]] = []
     problems: list[str] = []
     for mpath in manifests_in(root):
         try:
-            man = read_manifest(mpath)
+            man = read_signed_manifest(mpath, keys)
         except CacheArtifactError as e:
             problems.append(str(e))
             continue
@@ -222,31 +346,43 @@ def select(root: Path, *, suite: str, model: str, slug: str, fingerprint: str,
             f"no artifact for this environment: fingerprint {fingerprint} is not "
             f"{found[0][1].fingerprint} (torch {found[0][1].torch}) of the newest one")
     _, man, entry, folder = matching[0]
-    path = folder / entry.file
-    if private is not None:
-        try:
-            path = Path(shutil.copyfile(path, private / entry.file))
-        except OSError as e:
-            raise CacheArtifactError(f"{path}: cannot copy: {e.strerror}") from None
-    return check(path, man, entry, torch_version)
+    check_entry(man, entry, torch_version)
+    data = _checked_bytes(folder / entry.file, entry)
+    inspect_megacache(data, entry.file)
+    copy = private / entry.file
+    write_atomic(copy, data)
+    return copy
 
 
-def check(path: Path, man: Manifest, entry: ArtifactEntry, torch_version: str) -> Path:
-    """Refuse an artifact that is unverified, for another torch, truncated or altered."""
+def check_entry(man: Manifest, entry: ArtifactEntry, torch_version: str) -> None:
+    """Refuse an entry that is unverified or for another torch build."""
     if not entry.verified:
         raise CacheArtifactError(f"{entry.file} was not verified: {entry.reason}")
     if man.torch != torch_version:
         raise CacheArtifactError(f"{entry.file} was built with torch {man.torch}, this is "
                                  f"torch {torch_version}")
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise CacheArtifactError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def _checked_bytes(path: Path, entry: ArtifactEntry) -> bytes:
+    """The file's bytes when it is a regular file of the listed size and sha256; size and type
+    are checked before reading, so a link to /dev/zero or a huge file costs nothing."""
+    size = _regular_size(path)
     if size != entry.size_bytes:
         raise CacheArtifactError(f"{entry.file} is truncated or padded: {size} bytes, the "
                                  f"manifest says {entry.size_bytes}")
-    digest = sha256_file(path)
+    if size > MAX_ARTIFACT_BYTES:
+        raise CacheArtifactError(f"{entry.file}: {size} bytes is over the limit")
+    data = _read_exact(path, size)
+    digest = hashlib.sha256(data).hexdigest()
     if digest != entry.sha256:
         raise CacheArtifactError(f"{entry.file} is corrupt: sha256 {digest} does not match "
                                  f"the manifest's {entry.sha256}")
+    return data
+
+
+def check(path: Path, man: Manifest, entry: ArtifactEntry, torch_version: str) -> Path:
+    """Refuse an artifact that is unverified, for another torch, truncated or altered (the
+    publisher's check of its own output before copying it out)."""
+    check_entry(man, entry, torch_version)
+    _checked_bytes(path, entry)
     return path

@@ -42,6 +42,7 @@ class WarmCache:
     root: Path
     fingerprint: str
     torch_version: str
+    trusted_keys: tuple[str, ...] = ()  # public keys whose signed manifests may be loaded
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,8 @@ def _published_start(job: Job, spec: dict[str, Any], opts: RunOptions, workdir: 
     try:
         path = artifacts.select(wc.root, suite=job.suite.name, model=job.spec.name,
                                 slug=job.config.slug, fingerprint=wc.fingerprint,
-                                torch_version=wc.torch_version, private=workdir)
+                                torch_version=wc.torch_version, trusted_keys=wc.trusted_keys,
+                                private=workdir)
     except CacheArtifactError as e:
         notes.append(f"warm cache refused: {e}")
         return None

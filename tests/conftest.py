@@ -27,3 +27,11 @@ def _no_home_database(tmp_path_factory: pytest.TempPathFactory,
     db = tmp_path_factory.getbasetemp() / "default-compilewatch.db"
     monkeypatch.setenv("COMPILEWATCH_DB", f"sqlite:///{db}")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.getbasetemp() / "xdg"))
+
+
+@pytest.fixture(scope="session")
+def signing_pair() -> tuple[bytes, str]:
+    """A publisher's key pair: the private key (PEM) and the public key a consumer pins."""
+    from compilewatch.compiler import signing
+
+    return signing.generate()

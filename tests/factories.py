@@ -178,3 +178,16 @@ def nightly_history(nights: int = 24, *, models: tuple[str, ...] = ("mlp", "conv
         run.settings.trigger = "nightly"
         runs.append(run)
     return runs
+
+
+def megacache(entries: dict[str, list[tuple[str, bytes]]]) -> bytes:
+    """A portable compile cache in torch's own format (its serializer), with any entry types
+    and keys: what a nightly saves, or what an attacker would craft."""
+    import torch.compiler._cache as tc
+    from torch.utils._appending_byte_serializer import AppendingByteSerializer
+
+    tc.CacheArtifactManager._ensure_cache_artifacts_registered()
+    ser = AppendingByteSerializer(serialize_fn=tc._serialize_single_cache)
+    ser.extend([(kind, [tc.CacheArtifactFactory.create(kind, key, content)
+                        for key, content in pairs]) for kind, pairs in entries.items()])
+    return ser.to_bytes()

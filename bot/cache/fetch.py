@@ -10,6 +10,7 @@ from rich.console import Console
 from compilewatch.bot.github.client import open_github
 from compilewatch.bot.github.releases import download_asset, nightly_releases, release_assets
 from compilewatch.compiler import artifacts as art
+from compilewatch.compiler import signing
 from compilewatch.compiler.runner import WarmCache
 from compilewatch.core.errors import CacheArtifactError, GitHubError, UsageError
 from compilewatch.core.schema import Environment
@@ -23,17 +24,24 @@ def fetch_release(repo: Any, prefix: str, dest: Path, fingerprint: str) -> Path:
     newest = nightly[0].tag_name
     assets = release_assets(nightly[0])
     folder = dest / newest
-    man = art.read_manifest(download_asset(repo, newest, art.MANIFEST_NAME,
-                                           folder / art.MANIFEST_NAME, assets))
+    manifest = download_asset(repo, newest, art.MANIFEST_NAME, folder / art.MANIFEST_NAME,
+                              assets, max_bytes=art.MAX_MANIFEST_BYTES)
+    sig = art.MANIFEST_NAME + signing.SIGNATURE_SUFFIX
+    if sig in assets:
+        download_asset(repo, newest, sig, folder / sig, assets,
+                       max_bytes=signing.MAX_SIGNATURE_BYTES)
+    # Unverified here on purpose: ``select`` verifies the signature before it uses anything.
+    man = art.read_manifest(manifest)
     if man.fingerprint == fingerprint:
         for e in man.artifacts:
-            download_asset(repo, newest, e.file, folder / e.file, assets)
+            download_asset(repo, newest, e.file, folder / e.file, assets,
+                           max_bytes=art.MAX_ARTIFACT_BYTES)
     return dest
 
 
 def resolve_warm_cache(source: str | None, env: Environment, *, dest: Path,
-                       repo: str | None = None, token_env: str = "GITHUB_TOKEN",
-                       tag_prefix: str = "nightly-",
+                       trusted_keys: tuple[str, ...] = (), repo: str | None = None,
+                       token_env: str = "GITHUB_TOKEN", tag_prefix: str = "nightly-",
                        github_url: str | None = None) -> WarmCache | None:
     """``--warm-cache DIR|release`` as options for the runner: None without a source, and None
     (a cold run) with a message when the release cannot be reached. ``run`` and ``pr`` (one
@@ -50,4 +58,5 @@ def resolve_warm_cache(source: str | None, env: Environment, *, dest: Path,
         except (CacheArtifactError, GitHubError) as e:
             Console(stderr=True).print(f"warm cache: {e}; running cold", markup=False)
             return None
-    return WarmCache(root=root, fingerprint=env.fingerprint, torch_version=env.torch)
+    return WarmCache(root=root, fingerprint=env.fingerprint, torch_version=env.torch,
+                     trusted_keys=trusted_keys)

@@ -21,8 +21,10 @@ from compilewatch.bot.github.releases import (
     publish_release_assets,
 )
 from compilewatch.compiler import artifacts as art
+from compilewatch.compiler import signing
 from compilewatch.compiler.runner import JobRun
 from compilewatch.core.errors import CacheArtifactError
+from compilewatch.core.files import write_atomic
 from compilewatch.core.schema import Environment
 from compilewatch.db import connect, record_artifact
 
@@ -71,30 +73,43 @@ def verified_only(folder: Path) -> tuple[art.Manifest, list[Path]]:
     return man.model_copy(update={"artifacts": good}), files
 
 
-def _published(path: Path) -> art.Manifest | None:
-    """The manifest already published under a tag; an unreadable one is replaced, and said."""
+def _published(path: Path, key: bytes) -> art.Manifest | None:
+    """The manifest already published under a tag, when this publisher's key signed it: its
+    entries are kept beside the new ones and signed again, so an entry planted there by anyone
+    else must not be. An unsigned, foreign or unreadable one is replaced, and said."""
     if not path.is_file():
         return None
     try:
-        return art.read_manifest(path)
+        return art.read_signed_manifest(path, [signing.sign(b"", key).public_key])
     except CacheArtifactError as e:
         Console(stderr=True).print(f"replacing the published manifest: {e}", markup=False)
         return None
 
 
+def write_signed(manifest: art.Manifest, path: Path, key: bytes) -> list[Path]:
+    """The manifest and its detached signature (``manifest.json.sig``) over its exact bytes."""
+    text = manifest.model_dump_json(indent=1)
+    sig = signing.sign(text.encode(), key)
+    sig_path = path.with_name(path.name + signing.SIGNATURE_SUFFIX)
+    write_atomic(path, text)
+    write_atomic(sig_path, sig.dumps())
+    return [path, sig_path]
+
+
 Verified = tuple[art.Manifest, list[Path]]
 
 
-def publish_dir(folder: Path, dest: Path, tag: str, verified: Verified | None = None) -> Path:
-    """Copy the verified artifacts to ``dest/tag/`` and list them in its manifest, beside
-    what an earlier nightly of the same tag and environment published there. ``verified``:
-    ``verified_only(folder)`` when the caller already checked it."""
+def publish_dir(folder: Path, dest: Path, tag: str, key: bytes,
+                verified: Verified | None = None) -> Path:
+    """Copy the verified artifacts to ``dest/tag/`` and list them in its manifest, signed with
+    ``key`` (PEM), beside what an earlier nightly of the same tag, environment and key published
+    there. ``verified``: ``verified_only(folder)`` when the caller already checked it."""
     man, files = verified or verified_only(folder)
     target = dest / tag
     target.mkdir(parents=True, exist_ok=True)
     # Shards of one nightly may publish into the same tag at once: read-merge-write under a lock.
     with FileLock(dest / f".{tag}.publish.lock", timeout=600):
-        old = _published(target / art.MANIFEST_NAME)
+        old = _published(target / art.MANIFEST_NAME, key)
 
         def still_there(e: art.ArtifactEntry) -> bool:
             assert old is not None
@@ -109,26 +124,31 @@ def publish_dir(folder: Path, dest: Path, tag: str, verified: Verified | None = 
             part = target / f".{f.name}.part"
             shutil.copyfile(f, part)
             os.replace(part, target / f.name)
-        art.write_manifest(merged, target / art.MANIFEST_NAME)
+        write_signed(merged, target / art.MANIFEST_NAME, key)
     return target
 
 
-def publish_release(folder: Path, repo: Any, tag: str, *, prefix: str,
+def publish_release(folder: Path, repo: Any, tag: str, *, key: bytes, prefix: str,
                     keep_last: int | None, verified: Verified | None = None) -> list[str]:
-    """Create or update release ``tag`` with the verified artifacts and their manifest."""
+    """Create or update release ``tag`` with the verified artifacts and their manifest, signed
+    with ``key`` (PEM)."""
     man, files = verified or verified_only(folder)
     staging = folder / ".publish"
     staging.mkdir(exist_ok=True)
     present = {a.name: a.size for a in list_release_assets(repo, tag, missing_ok=True)}
     old = None
-    if art.MANIFEST_NAME in present:
-        old = _published(download_asset(repo, tag, art.MANIFEST_NAME,
-                                        staging / f"published-{art.MANIFEST_NAME}"))
+    sig_name = art.MANIFEST_NAME + signing.SIGNATURE_SUFFIX
+    if art.MANIFEST_NAME in present and sig_name in present:
+        published = download_asset(repo, tag, art.MANIFEST_NAME,
+                                   staging / "published" / art.MANIFEST_NAME)
+        download_asset(repo, tag, sig_name, staging / "published" / sig_name)
+        old = _published(published, key)
     # An earlier entry stays listed while its asset is there, whole (its sha256 is re-checked
     # by whoever downloads it).
     man = art.merge(old, man, lambda e: present.get(e.file) == e.size_bytes)
-    art.write_manifest(man, staging / art.MANIFEST_NAME)
-    body = f"Verified compile-cache artifacts, torch {man.torch}, fingerprint {man.fingerprint}."
-    rel = publish_release_assets(repo, tag, [*files, staging / art.MANIFEST_NAME],
-                                 keep_last=keep_last, prefix=prefix, body=body)
+    signed = write_signed(man, staging / art.MANIFEST_NAME, key)
+    body = (f"Verified compile-cache artifacts, torch {man.torch}, fingerprint "
+            f"{man.fingerprint}, manifest signed by {signing.sign(b'', key).public_key}.")
+    rel = publish_release_assets(repo, tag, [*files, *signed], keep_last=keep_last,
+                                 prefix=prefix, body=body)
     return [a.name for a in rel.assets]

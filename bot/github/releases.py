@@ -137,15 +137,20 @@ def release_assets(release: GitRelease) -> dict[str, GitReleaseAsset]:
 
 
 def download_asset(repo: Repository, tag: str, name: str, dest: Path,
-                   assets: dict[str, GitReleaseAsset] | None = None) -> Path:
-    """Download asset ``name`` of release ``tag`` to ``dest`` (atomically, size checked).
-    ``assets`` (``release_assets``) saves looking the release up again."""
+                   assets: dict[str, GitReleaseAsset] | None = None,
+                   max_bytes: int | None = None) -> Path:
+    """Download asset ``name`` of release ``tag`` to ``dest`` (atomically, size checked; one
+    over ``max_bytes`` is refused before a byte is fetched). ``assets`` (``release_assets``)
+    saves looking the release up again."""
     if assets is None:
         release = _find_release(repo, tag)
         assets = release_assets(release) if release is not None else {}
     asset = assets.get(name)
     if asset is None:
         raise GitHubError(f"asset {name!r} not found in release {tag!r} of {repo.full_name}")
+    if max_bytes is not None and asset.size > max_bytes:
+        raise GitHubError(f"asset {name!r} of release {tag!r} is {asset.size} bytes, over the "
+                          f"{max_bytes}-byte limit")
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)

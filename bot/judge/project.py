@@ -9,12 +9,13 @@ import tomllib
 import warnings
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from compilewatch.bot.judge.baseline import load_baseline
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.thresholds import ModelOverride, ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare
+from compilewatch.compiler import signing
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import RunResults
 
@@ -30,6 +31,7 @@ class ProjectConfig(BaseModel):
     thresholds: Thresholds = Thresholds()
     models: dict[str, ModelOverride] = Field(default_factory=dict)
     baseline: Path = DEFAULT_BASELINE  # relative to ``root``
+    cache_public_keys: tuple[str, ...] = ()  # who may publish the cache artifacts we load
     root: Path = Field(default=Path("."), exclude=True)
 
     def threshold_policy(self) -> ThresholdPolicy:
@@ -45,7 +47,18 @@ class ProjectConfig(BaseModel):
         return self.baseline if self.baseline.is_absolute() else self.root / self.baseline
 
 
-KNOWN_KEYS = {"suites", "thresholds", "models", "baseline"}
+    @field_validator("cache_public_keys")
+    @classmethod
+    def _keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        for k in keys:
+            try:
+                signing.parse_public_key(k)
+            except UsageError as e:
+                raise ValueError(str(e)) from None
+        return keys
+
+
+KNOWN_KEYS = {"suites", "thresholds", "models", "baseline", "cache_public_keys"}
 
 
 def load_project_config(repo: str | Path = ".") -> ProjectConfig:

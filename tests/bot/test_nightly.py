@@ -14,9 +14,29 @@ from compilewatch.bot.cache.fetch import fetch_release
 from compilewatch.bot.cache.publish import publish_dir, publish_release
 from compilewatch.bot.cli import main
 from compilewatch.compiler import artifacts as art
+from tests.factories import megacache
 from tests.fakegithub import FakeGitHub
 
 FP = "f" * 32
+
+
+@pytest.fixture(autouse=True)
+def _keys(signing_pair: tuple[bytes, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nightly's key in its environment, as the workflow's secret puts it there."""
+    global KEY, PUBLIC
+    KEY, PUBLIC = signing_pair
+    monkeypatch.setenv("COMPILEWATCH_SIGNING_KEY", KEY.decode())
+
+
+KEY, PUBLIC = b"", ""
+
+
+def payload(model: str, extra: bytes = b"") -> bytes:
+    return megacache({"inductor": [("f" + model, model.encode() * 100 + extra)]})
+
+
+def _payload_of(model: str, extra: bytes) -> bytes:
+    return payload(model, extra)
 
 
 def _folder(tmp_path: Path, models: tuple[tuple[str, bool], ...] = (("good", True),
@@ -26,7 +46,7 @@ def _folder(tmp_path: Path, models: tuple[tuple[str, bool], ...] = (("good", Tru
     folder.mkdir(parents=True)
     entries = []
     for model, ok in models:
-        data = model.encode() * 100 + payload
+        data = _payload_of(model, payload)
         name = art.artifact_name("micro", model, "cpu-default-float32-auto")
         (folder / name).write_bytes(data)
         entries.append(art.ArtifactEntry(
@@ -41,28 +61,23 @@ def _folder(tmp_path: Path, models: tuple[tuple[str, bool], ...] = (("good", Tru
 
 
 def test_publish_dir_copies_only_verified_artifacts(tmp_path: Path) -> None:
-    target = publish_dir(_folder(tmp_path), tmp_path / "pub", "nightly-1")
+    target = publish_dir(_folder(tmp_path), tmp_path / "pub", "nightly-1", KEY)
     assert sorted(p.name for p in target.iterdir()) == [
-        "manifest.json", "micro-good-cpu-default-float32-auto.megacache"]
+        "manifest.json", "manifest.json.sig", "micro-good-cpu-default-float32-auto.megacache"]
     assert [e.model for e in art.read_manifest(target / "manifest.json").artifacts] == ["good"]
-    found = art.select(tmp_path / "pub", suite="micro", model="good",
-                       slug="cpu-default-float32-auto", fingerprint=FP, torch_version="2.13.0")
-    assert found == target / "micro-good-cpu-default-float32-auto.megacache"
-    # With a private dir the checked copy is what is returned: a later change to the published
+    # What is returned is a checked copy in the private dir: a later change to the published
     # file cannot reach the loader.
-    private = tmp_path / "private"
-    private.mkdir()
-    copy = art.select(tmp_path / "pub", suite="micro", model="good",
-                      slug="cpu-default-float32-auto", fingerprint=FP, torch_version="2.13.0",
-                      private=private)
-    assert copy.parent == private and copy.read_bytes() == found.read_bytes()
-    found.write_bytes(b"tampered")
-    assert copy.read_bytes() != b"tampered"
+    copy = _select(tmp_path / "pub", "good", tmp_path / "private")
+    published = target / "micro-good-cpu-default-float32-auto.megacache"
+    assert copy.parent == tmp_path / "private" and copy.read_bytes() == published.read_bytes()
+    published.write_bytes(b"tampered")
+    assert copy.read_bytes() == payload("good")
 
 
 def test_publish_refuses_a_file_altered_after_verification(tmp_path: Path) -> None:
     folder = _folder(tmp_path)
-    (folder / "micro-good-cpu-default-float32-auto.megacache").write_bytes(b"x" * 400)
+    f = folder / "micro-good-cpu-default-float32-auto.megacache"
+    f.write_bytes(b"x" * f.stat().st_size)
     result = CliRunner().invoke(main, ["nightly", "--publish-only", "--out",
                                        str(folder.parent), "--publish-dir",
                                        str(tmp_path / "pub"), "--no-db"])
@@ -75,15 +90,14 @@ def test_release_publish_keeps_last_n_and_warm_cache_downloads(
         fake_github: FakeGitHub, gh_repo: Repository, tmp_path: Path) -> None:
     folder = _folder(tmp_path)
     for tag in ("nightly-20260101", "nightly-20260102", "nightly-20260103"):
-        names = publish_release(folder, gh_repo, tag, prefix="nightly-", keep_last=2)
-        assert names == ["micro-good-cpu-default-float32-auto.megacache", "manifest.json"]
+        names = publish_release(folder, gh_repo, tag, key=KEY, prefix="nightly-", keep_last=2)
+        assert names == ["micro-good-cpu-default-float32-auto.megacache", "manifest.json",
+                         "manifest.json.sig"]
     assert sorted(r.tag_name for r in gh_repo.get_releases()) == [
         "nightly-20260102", "nightly-20260103"]
     root = fetch_release(gh_repo, "nightly-", tmp_path / "dl", FP)
-    path = art.select(root, suite="micro", model="good", slug="cpu-default-float32-auto",
-                      fingerprint=FP, torch_version="2.13.0")
-    assert path.parent.name == "nightly-20260103"
-    assert path.read_bytes() == b"good" * 100
+    assert (root / "nightly-20260103" / "manifest.json.sig").is_file()
+    assert _select(root, "good").read_bytes() == payload("good")
     # Another environment downloads the manifest only, and is refused with the reason.
     other = fetch_release(gh_repo, "nightly-", tmp_path / "dl2", "0" * 32)
     assert not list(other.rglob("*.megacache"))
@@ -93,28 +107,32 @@ def _models(root: Path) -> list[str]:
     return sorted(e.model for e in art.read_manifest(root / art.MANIFEST_NAME).artifacts)
 
 
-def _select(root: Path, model: str) -> Path:
-    return art.select(root, suite="micro", model=model, slug="cpu-default-float32-auto",
-                      fingerprint=FP, torch_version="2.13.0")
+def _select(root: Path, model: str, private: Path | None = None, **over: object) -> Path:
+    private = private or root.parent / f"private-{model}"
+    private.mkdir(exist_ok=True)
+    kw = {"suite": "micro", "model": model, "slug": "cpu-default-float32-auto",
+          "fingerprint": FP, "torch_version": "2.13.0", "trusted_keys": [PUBLIC]} | over
+    return art.select(root, private=private, **kw)  # type: ignore[arg-type]
 
 
 def test_publishing_twice_under_one_tag_adds_up(tmp_path: Path) -> None:
     """Per-suite nightlies (or a re-run) under one tag: the later keeps the earlier's entries,
     replaces what it rebuilt, and a tag of another environment is refused untouched."""
     pub = tmp_path / "pub"
-    publish_dir(_folder(tmp_path, (("good", True),), out="a"), pub, "nightly-1")
-    target = publish_dir(_folder(tmp_path, (("other", True),), out="b"), pub, "nightly-1")
+    publish_dir(_folder(tmp_path, (("good", True),), out="a"), pub, "nightly-1", KEY)
+    target = publish_dir(_folder(tmp_path, (("other", True),), out="b"), pub, "nightly-1", KEY)
     assert _models(target) == ["good", "other"]
-    assert _select(pub, "good").read_bytes() == b"good" * 100
-    assert _select(pub, "other").read_bytes() == b"other" * 100
+    assert _select(pub, "good").read_bytes() == payload("good")
+    assert _select(pub, "other").read_bytes() == payload("other")
     # A re-run rebuilds "good": its entry and file are replaced, "other" stays.
-    publish_dir(_folder(tmp_path, (("good", True),), out="c", payload=b"v2"), pub, "nightly-1")
+    publish_dir(_folder(tmp_path, (("good", True),), out="c", payload=b"v2"), pub, "nightly-1",
+                KEY)
     assert _models(target) == ["good", "other"]
-    assert _select(pub, "good").read_bytes() == b"good" * 100 + b"v2"
+    assert _select(pub, "good").read_bytes() == payload("good", b"v2")
     assert not list(target.glob(".*.part"))
     # An earlier entry whose file went missing is not listed again.
     (target / art.artifact_name("micro", "other", "cpu-default-float32-auto")).unlink()
-    publish_dir(_folder(tmp_path, (("good", True),), out="d"), pub, "nightly-1")
+    publish_dir(_folder(tmp_path, (("good", True),), out="d"), pub, "nightly-1", KEY)
     assert _models(target) == ["good"]
     before = (target / art.MANIFEST_NAME).read_bytes()
     result = CliRunner().invoke(main, ["nightly", "--publish-only", "--out",
@@ -132,23 +150,23 @@ def test_a_corrupt_published_manifest_is_replaced(tmp_path: Path) -> None:
     target = tmp_path / "pub" / "nightly-1"
     target.mkdir(parents=True)
     (target / art.MANIFEST_NAME).write_text("{not json")
-    publish_dir(_folder(tmp_path), tmp_path / "pub", "nightly-1")
+    publish_dir(_folder(tmp_path), tmp_path / "pub", "nightly-1", KEY)
     assert _models(target) == ["good"]
 
 
 def test_release_publishing_twice_under_one_tag_adds_up(
         fake_github: FakeGitHub, gh_repo: Repository, tmp_path: Path) -> None:
     publish_release(_folder(tmp_path, (("good", True),), out="a"), gh_repo, "nightly-1",
-                    prefix="nightly-", keep_last=None)
+                    key=KEY, prefix="nightly-", keep_last=None)
     publish_release(_folder(tmp_path, (("other", True),), out="b"), gh_repo, "nightly-1",
-                    prefix="nightly-", keep_last=None)
+                    key=KEY, prefix="nightly-", keep_last=None)
     root = fetch_release(gh_repo, "nightly-", tmp_path / "dl", FP)
     assert _models(root / "nightly-1") == ["good", "other"]
-    assert _select(root, "good").read_bytes() == b"good" * 100
-    assert _select(root, "other").read_bytes() == b"other" * 100
+    assert _select(root, "good").read_bytes() == payload("good")
+    assert _select(root, "other").read_bytes() == payload("other")
 
 
-def _publish_one(folder: str, pub: str, barrier) -> None:  # type: ignore[no-untyped-def]
+def _publish_one(folder: str, pub: str, key: bytes, barrier) -> None:  # type: ignore[no-untyped-def]
     import time
 
     merge = art.merge
@@ -160,7 +178,7 @@ def _publish_one(folder: str, pub: str, barrier) -> None:  # type: ignore[no-unt
 
     art.merge = slow_merge  # this child process only
     barrier.wait()
-    publish_dir(Path(folder), Path(pub), "nightly-1")
+    publish_dir(Path(folder), Path(pub), "nightly-1", key)
 
 
 def test_shards_publishing_into_one_tag_at_once_lose_nothing(tmp_path: Path) -> None:
@@ -170,7 +188,7 @@ def test_shards_publishing_into_one_tag_at_once_lose_nothing(tmp_path: Path) -> 
     folders = [str(_folder(tmp_path, ((n, True),), out=n)) for n in names]
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(names))
-    procs = [ctx.Process(target=_publish_one, args=(f, str(tmp_path / "pub"), barrier))
+    procs = [ctx.Process(target=_publish_one, args=(f, str(tmp_path / "pub"), KEY, barrier))
              for f in folders]
     for p in procs:
         p.start()
@@ -179,7 +197,7 @@ def test_shards_publishing_into_one_tag_at_once_lose_nothing(tmp_path: Path) -> 
     assert [p.exitcode for p in procs] == [0] * len(names)
     assert _models(tmp_path / "pub" / "nightly-1") == names
     for n in names:
-        assert _select(tmp_path / "pub", n).read_bytes() == n.encode() * 100
+        assert _select(tmp_path / "pub", n).read_bytes() == payload(n)
 
 
 def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
@@ -216,7 +234,7 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
     assert [r.model for r in partial.results] == ["breaks"] and partial.finished_at is None
     assert partial.settings.trigger == "nightly"
     assert _publishable(out) == ["breaks"]
-    target = publish_dir(out / "artifacts", tmp_path / "pub", "nightly-1")
+    target = publish_dir(out / "artifacts", tmp_path / "pub", "nightly-1", KEY)
     assert [e.model for e in art.read_manifest(target / art.MANIFEST_NAME).artifacts] == [
         "breaks"]
 
@@ -224,3 +242,34 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
 def _publishable(out: Path) -> list[str]:
     man = art.read_manifest(out / "artifacts" / art.MANIFEST_NAME)
     return [e.model for e in man.artifacts if e.verified]
+
+
+def test_publishing_without_a_signing_key_is_refused_before_anything_is_copied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COMPILEWATCH_SIGNING_KEY")
+    folder = _folder(tmp_path)
+    args = ["nightly", "--publish-only", "--out", str(folder.parent), "--publish-dir",
+            str(tmp_path / "pub"), "--no-db"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "publishing needs a signing key" in result.output
+    assert not (tmp_path / "pub").exists()
+    monkeypatch.setenv("COMPILEWATCH_SIGNING_KEY", "-----BEGIN PRIVATE KEY-----\nnope\n")
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "not an unencrypted PEM private key" in result.output
+    assert not (tmp_path / "pub").exists()
+
+
+def test_keys_generate_writes_a_private_key_once_and_prints_the_public_key(
+        tmp_path: Path) -> None:
+    from compilewatch.compiler import signing
+
+    out = tmp_path / "signing.pem"
+    result = CliRunner().invoke(main, ["keys", "generate", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_mode & 0o777 == 0o600
+    public = next(w.strip('"[]') for w in result.output.split() if w.startswith('["ed25519:'))
+    sig = signing.sign(b"manifest", out.read_bytes())
+    assert sig.public_key == public
+    assert signing.verify(b"manifest", sig.dumps().encode(), [public], "m") == public
+    again = CliRunner().invoke(main, ["keys", "generate", "--out", str(out)])
+    assert again.exit_code == 2 and "never overwritten" in again.output

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from compilewatch.bot.cache.publish import build_manifest
+from compilewatch.bot.cache.publish import build_manifest, write_signed
 from compilewatch.bot.measuring import collect_environment
 from compilewatch.compiler import artifacts as art
+from compilewatch.compiler import signing
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.runner import (
     RunOptions,
@@ -26,6 +28,7 @@ from compilewatch.compiler.runner import (
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.schema import Config, Status
 from compilewatch.suites.loader import load_suite
+from tests.factories import megacache
 
 SUITE = str(Path(__file__).parents[1] / "data" / "suites" / "cache_suite.py")
 SLUG = Config().slug
@@ -47,14 +50,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"dir": out, "runs": runs, "env": env}
 
 
-def _copy(built: dict, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(built["dir"], tmp_path / "pub"))
+def _copy(built: dict, tmp_path: Path, key: bytes) -> Path:
+    """The nightly's folder as published: its manifest signed with ``key``."""
+    root = Path(shutil.copytree(built["dir"], tmp_path / "pub"))
+    write_signed(art.read_manifest(root / art.MANIFEST_NAME), root / art.MANIFEST_NAME, key)
+    return root
 
 
-def _select(root: Path, env, model: str = "scale2", **over) -> Path:
-    kw = {"suite": "cachesuite", "model": model, "slug": SLUG,
+def _select(root: Path, env, public: str, model: str = "scale2", **over) -> Path:
+    private = root.parent / "private"
+    private.mkdir(exist_ok=True)
+    kw = {"suite": "cachesuite", "model": model, "slug": SLUG, "trusted_keys": [public],
           "fingerprint": env.fingerprint, "torch_version": env.torch} | over
-    return art.select(root, **kw)
+    return art.select(root, private=private, **kw)
 
 
 def test_artifact_is_saved_and_verified_and_warm_start_hits(built: dict) -> None:
@@ -76,11 +84,12 @@ def test_artifact_is_saved_and_verified_and_warm_start_hits(built: dict) -> None
     assert man.torch == built["env"].torch and man.fingerprint == built["env"].fingerprint
 
 
-def test_run_with_warm_cache_hits_and_a_flipped_byte_goes_cold(built: dict,
-                                                               tmp_path: Path) -> None:
-    env, root = built["env"], _copy(built, tmp_path)
+def test_run_with_warm_cache_hits_and_a_flipped_byte_goes_cold(
+        built: dict, tmp_path: Path, signing_pair: tuple[bytes, str]) -> None:
+    key, public = signing_pair
+    env, root = built["env"], _copy(built, tmp_path, key)
     opts = RunOptions(rounds=1, block_ms=1.0, warm=False, measure=False, timeout_s=600,
-                      warm_cache=WarmCache(root, env.fingerprint, env.torch))
+                      warm_cache=WarmCache(root, env.fingerprint, env.torch, (public,)))
     good = run_job(_job("scale2"), opts)
     assert good.status is Status.PASS and good.notes == []
     assert good.cache.counters["warm_start"].fx_miss == 0
@@ -94,41 +103,68 @@ def test_run_with_warm_cache_hits_and_a_flipped_byte_goes_cold(built: dict,
     assert cold.status is Status.PASS and cold.compile.cold_s is not None
     assert cold.compile.warm_start_s is None and "warm_start" not in cold.cache.counters
     assert len(cold.notes) == 1 and "corrupt: sha256" in cold.notes[0]
+    # The exploit: an autotune entry whose key is an absolute path into site-packages, in a
+    # manifest signed by the trusted key all the same. Inspection refuses it, the run goes on
+    # cold, and no file appears where the key points.
+    target = tmp_path / "site-packages" / "evil.pth"
+    f.write_bytes(megacache({"autotune": [(str(target), b"import os\n")]}))
+    man = art.read_manifest(root / art.MANIFEST_NAME)
+    entry = man.artifacts[0].model_copy(update={"size_bytes": f.stat().st_size,
+                                                "sha256": art.sha256_file(f)})
+    write_signed(man.model_copy(update={"artifacts": [entry, *man.artifacts[1:]]}),
+                 root / art.MANIFEST_NAME, key)
+    crafted = run_job(_job("scale2"), opts)
+    assert crafted.status is Status.PASS and crafted.compile.warm_start_s is None
+    assert len(crafted.notes) == 1 and "outside the cache directory" in crafted.notes[0]
+    assert not target.exists()
 
 
-def test_truncated_artifact_is_refused(built: dict, tmp_path: Path) -> None:
-    root = _copy(built, tmp_path)
+def test_truncated_artifact_is_refused(built: dict, tmp_path: Path,
+                                      signing_pair: tuple[bytes, str]) -> None:
+    key, public = signing_pair
+    root = _copy(built, tmp_path, key)
     f = root / art.artifact_name("cachesuite", "scale2", SLUG)
     f.write_bytes(f.read_bytes()[:-100])
     with pytest.raises(CacheArtifactError, match="truncated"):
-        _select(root, built["env"])
+        _select(root, built["env"], public)
 
 
-def test_wrong_torch_version_in_manifest_is_refused(built: dict, tmp_path: Path) -> None:
-    root = _copy(built, tmp_path)
+def _resign(root: Path, key: bytes, change: Callable[[dict], None]) -> None:
+    """Change the manifest as its signer would (these are refused for what they say, not for
+    the signature)."""
     mpath = root / art.MANIFEST_NAME
     data = json.loads(mpath.read_text())
-    data["torch"] = "2.11.0+cu128"
-    mpath.write_text(json.dumps(data))
+    change(data)
+    write_signed(art.Manifest.model_validate(data), mpath, key)
+
+
+def test_wrong_torch_version_in_manifest_is_refused(built: dict, tmp_path: Path,
+                                                    signing_pair: tuple[bytes, str]) -> None:
+    key, public = signing_pair
+    root = _copy(built, tmp_path, key)
+    _resign(root, key, lambda d: d.update(torch="2.11.0+cu128"))
     with pytest.raises(CacheArtifactError, match=r"built with torch 2\.11\.0\+cu128"):
-        _select(root, built["env"])
+        _select(root, built["env"], public)
 
 
-def test_other_fingerprint_and_unverified_and_bad_manifest_are_refused(built: dict,
-                                                                       tmp_path: Path) -> None:
-    root = _copy(built, tmp_path)
+def test_other_fingerprint_and_unverified_and_bad_manifest_are_refused(
+        built: dict, tmp_path: Path, signing_pair: tuple[bytes, str]) -> None:
+    key, public = signing_pair
+    root = _copy(built, tmp_path, key)
     with pytest.raises(CacheArtifactError, match="no artifact for this environment"):
-        _select(root, built["env"], fingerprint="0" * 32)
+        _select(root, built["env"], public, fingerprint="0" * 32)
+    _resign(root, key, lambda d: d["artifacts"][0].update(
+        verified=False, reason="hot-loaded outputs differ"))
+    with pytest.raises(CacheArtifactError, match="not verified: hot-loaded outputs differ"):
+        _select(root, built["env"], public)
     mpath = root / art.MANIFEST_NAME
     data = json.loads(mpath.read_text())
-    data["artifacts"][0].update(verified=False, reason="hot-loaded outputs differ")
-    mpath.write_text(json.dumps(data))
-    with pytest.raises(CacheArtifactError, match="not verified: hot-loaded outputs differ"):
-        _select(root, built["env"])
     data["artifacts"][0]["file"] = "../../etc/passwd"
-    mpath.write_text(json.dumps(data))
+    text = json.dumps(data).encode()
+    mpath.write_bytes(text)
+    (root / "manifest.json.sig").write_text(signing.sign(text, key).dumps())
     with pytest.raises(CacheArtifactError, match=r"invalid manifest: artifacts\.0\.file"):
-        _select(root, built["env"])
+        _select(root, built["env"], public)
 
 
 def _relabel(source: Path, keys_of: Path, dest: Path) -> None:

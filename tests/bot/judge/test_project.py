@@ -55,3 +55,16 @@ recompiles = 2
 def test_typos_are_errors_that_name_the_key(tmp_path, body, message):
     with pytest.raises(UsageError, match=message):
         _repo(tmp_path, body)
+
+
+def test_cache_public_keys_are_validated_at_load(tmp_path: Path) -> None:
+    from compilewatch.compiler import signing
+
+    _, public = signing.generate()
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.compilewatch]\ncache_public_keys = ["{public}"]\n')
+    assert load_project_config(tmp_path).cache_public_keys == (public,)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.compilewatch]\ncache_public_keys = ["ed25519:nope"]\n')
+    with pytest.raises(UsageError, match="cache_public_keys"):
+        load_project_config(tmp_path)
