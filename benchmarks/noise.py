@@ -46,7 +46,7 @@ def main() -> int:
         rows = []
         for i in range(args.processes):
             t0 = time.time()
-            opts = RunOptions(rounds=args.rounds, block_ms=args.block_ms, warm=False)
+            opts = RunOptions(rounds=args.rounds, block_ms=args.block_ms, timing_processes=0)
             r = run_job(Job(suite, spec, cfg), opts)
             if r.status is not Status.PASS or r.latency is None or r.speedup is None:
                 print(f"{name} #{i}: {r.status} {r.error and r.error[-300:]}", file=sys.stderr)

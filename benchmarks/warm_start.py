@@ -27,7 +27,7 @@ def main() -> None:
     print(f"{'model':<24} {'config':<28} {'cold s':>8} {'warm-start s':>13} {'speedup':>8}  "
           f"verdict")
     with tempfile.TemporaryDirectory() as tmp:
-        opts = RunOptions(rounds=1, block_ms=1.0, warm=False, measure=False,
+        opts = RunOptions(rounds=1, block_ms=1.0, timing_processes=0, measure=False,
                           artifact_dir=Path(tmp))
         for job in jobs:
             run = run_job_full(job, opts)

@@ -7,6 +7,7 @@ code (documented in docs/cli.md): 0 ok, 1 gating regression found, 2 usage or in
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import signal
 import sys
@@ -67,8 +68,50 @@ measure_options = _stacked(
                  help="Interleaved eager/compiled timing rounds per model."),
     click.option("--block-ms", type=float, default=20.0, show_default=True,
                  help="Target wall time of one timed block of back-to-back calls."),
+    click.option("--processes", "timing_processes", type=click.IntRange(min=0), default=None,
+                 help="Timing processes per model and side, each a fresh process on the warm "
+                      "cache (samples between processes are where the noise is). Default: 3 "
+                      "on cuda, 2 on cpu."),
+    click.option("--cold-processes", type=click.IntRange(min=1), default=None,
+                 help="Cold-compile processes per model and side, each on an empty cache dir. "
+                      "Default: 3 on cuda, 1 on cpu (one sample is shown, not judged)."),
+    click.option("--isolation", type=click.Choice(["fork", "spawn"]), default="fork",
+                 show_default=True,
+                 help="fork: workers are forked from a server that imported the compiler "
+                      "stack once; spawn: every worker is a fresh interpreter."),
+    click.option("--compile-slots", type=click.IntRange(min=1), default=None,
+                 help="Compile processes at once. Default: cores/4 (2..8) on cuda, 1 on cpu."),
+    click.option("--pin-cpus", default=None, metavar="N[,N...]",
+                 help="CPU cores the timing processes run on. Default: the last core on "
+                      "cuda, none on cpu."),
 )
-"""``--model``, ``--device``, ``--timeout``, ``--rounds``, ``--block-ms``: run, pr, nightly."""
+"""How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
+
+MEASURE_KEYS = ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
+                "cold_processes", "isolation", "compile_slots", "pin_cpus")
+
+
+def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:
+    """Pop the measuring flags out of a command's keywords into one ``MeasureOptions``."""
+    from compilewatch.bot.measuring import MeasureOptions
+
+    values = {k: kwargs.pop(k) for k in MEASURE_KEYS}
+    if values["pin_cpus"] is not None:
+        try:
+            values["pin_cpus"] = tuple(int(x) for x in values["pin_cpus"].split(",") if x)
+        except ValueError:
+            raise click.BadParameter("a comma-separated list of core numbers",
+                                     param_hint="--pin-cpus") from None
+    return MeasureOptions(**values, **extra)
+
+
+def warm_cache_options_from(kwargs: dict[str, Any]) -> Any:
+    from compilewatch.bot.cache.fetch import WarmCacheOptions
+
+    return WarmCacheOptions(source=kwargs.pop("warm_cache"), repo=kwargs.pop("warm_cache_repo"),
+                            token_env=kwargs.pop("token_env"),
+                            github_url=kwargs.pop("github_url"),
+                            public_keys=tuple(kwargs.pop("cache_public_keys")))
 
 warm_cache_options = _stacked(
     click.option("--warm-cache", default=None, metavar="DIR|release",
@@ -126,7 +169,8 @@ def main() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Inductor cache root to reuse. Default: a fresh empty dir per model, so that "
                    "the cold compile is really cold.")
-@click.option("--no-warm", is_flag=True, help="Skip the warm-compile process.")
+@click.option("--no-warm", is_flag=True,
+              help="No timing processes: the cold process times steady state itself.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None,
               help=DB_HELP + " Default: the embedded SQLite file (see docs/storage.md).")
 @click.option("--no-db", is_flag=True, help="Do not store the run in any database.")
@@ -144,9 +188,13 @@ def run_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch run --suite micro --device cpu --out results.json
     """
-    from compilewatch.bot.run import run_command
+    from compilewatch.bot.run import RunRequest, run_command
 
-    run_command(**kwargs)
+    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    if kwargs.pop("no_warm"):
+        measure = dataclasses.replace(measure, timing_processes=0)
+    run_command(RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
+                           **kwargs))
 
 
 @main.command("nightly")
@@ -193,9 +241,16 @@ def nightly_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch nightly --suite micro --out nightly/ --publish-dir /srv/compile-cache
     """
-    from compilewatch.bot.nightly import nightly_command
+    from compilewatch.bot.nightly import NightlyRequest, PublishOptions, nightly_command
 
-    nightly_command(**kwargs)
+    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    publish = PublishOptions(
+        to_dir=kwargs.pop("publish_to"), to_release=kwargs.pop("publish_to_release"),
+        repo=kwargs.pop("repo"), tag=kwargs.pop("tag"), tag_prefix=kwargs.pop("tag_prefix"),
+        keep_last=kwargs.pop("keep_last"), token_env=kwargs.pop("token_env"),
+        github_url=kwargs.pop("github_url"), signing_key_env=kwargs.pop("signing_key_env"),
+        signing_key_file=kwargs.pop("signing_key_file"))
+    nightly_command(NightlyRequest(measure=measure, publish=publish, **kwargs))
 
 
 @main.group("keys")
@@ -420,7 +475,13 @@ def baseline_update_cmd(**kwargs: Any) -> None:
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a gating regression is found (after writing the output).")
 @click.option("--no-warm", is_flag=True,
-              help="Skip the warm-compile process on both sides (faster; no warm_s).")
+              help="No timing processes: the cold process times steady state itself (faster; "
+                   "one process a side, so no verdict sees the noise between processes; no "
+                   "warm_s).")
+@click.option("--measure-all", is_flag=True,
+              help="Also time models whose compiled code is the same on both sides by "
+                   "construction (one graph, equal cache keys, same environment).")
+@click.option("--no-db", is_flag=True, help="Do not store the two runs in any database.")
 @warm_cache_options
 @click.option("--quiet", "-q", is_flag=True, help="No summary table.")
 @handle_errors
@@ -434,9 +495,13 @@ def pr_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch pr --base main --head my-branch --out compilewatch-out
     """
-    from compilewatch.bot.pr import pr_command
+    from compilewatch.bot.pr import PrRequest, pr_command
 
-    pr_command(**kwargs)
+    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"),
+                                   measure_all=kwargs.pop("measure_all"))
+    if kwargs.pop("no_warm"):
+        measure = dataclasses.replace(measure, timing_processes=0)
+    pr_command(PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs))
 
 
 @main.command("trends")

@@ -3,12 +3,15 @@ with its progress display, and turning measurements into one results file."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +20,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.render.run_table import log_console
-from compilewatch.compiler.plan import Job
-from compilewatch.compiler.runner import JobRun, RunOptions, run_job_full
+from compilewatch.compiler import schedule
+from compilewatch.compiler.processes import Isolation, base_env
+from compilewatch.compiler.schedule import Event, JobRun, LoopSettings, RunOptions, Side
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import (
     SCHEMA_VERSION,
     Environment,
     GitInfo,
+    HostCheck,
     RunResults,
     RunSettings,
 )
@@ -53,49 +58,153 @@ def collect_environment(python: str = sys.executable) -> Environment:
     return Environment.model_validate(json.loads(out.stdout))
 
 
-def check_measure_options(*, rounds: int, block_ms: float, timeout_s: float) -> None:
-    """Refuse, before minutes of measuring, options the timing loop cannot use."""
-    if rounds < 1 or block_ms <= 0 or timeout_s <= 0:
-        raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
+@dataclass(frozen=True)
+class MeasureOptions:
+    """How ``run``, ``pr`` and ``nightly`` measure: the command line's flags as one object.
+
+    ``None`` means the device's default (``defaults``): on a GPU three cold and three timing
+    processes per side, compiles overlapping GPU timing, timing pinned to one core; on a CPU one
+    cold and two timing processes, one process at a time (timing runs on the CPU itself).
+    """
+
+    device: str = "cpu"
+    rounds: int = 30
+    block_ms: float = 20.0
+    timeout_s: float = 900.0
+    cold_processes: int | None = None
+    timing_processes: int | None = None  # 0: the cold process times itself (--no-warm)
+    isolation: Isolation = "fork"
+    compile_slots: int | None = None
+    pin_cpus: tuple[int, ...] | None = None
+    measure_all: bool = False
+    quiet: bool = False
+
+    def check(self) -> None:
+        """Refuse, before minutes of measuring, options the loop cannot use."""
+        if self.rounds < 1 or self.block_ms <= 0 or self.timeout_s <= 0:
+            raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
+        if self.cold_processes is not None and self.cold_processes < 1:
+            raise UsageError("--cold-processes must be >= 1")
+        if self.timing_processes is not None and self.timing_processes < 0:
+            raise UsageError("--processes must be >= 0")
+        if self.compile_slots is not None and self.compile_slots < 1:
+            raise UsageError("--compile-slots must be >= 1")
+        cpus = _cpus()
+        bad = sorted(set(self.pin_cpus or ()) - cpus)
+        if bad:
+            raise UsageError(f"--pin-cpus {bad} not among this process's CPUs {sorted(cpus)}")
+
+    @property
+    def gpu(self) -> bool:
+        return self.device == "cuda"
+
+    def resolved(self) -> MeasureOptions:
+        """These options with every ``None`` replaced by the device's default."""
+        cpus = sorted(_cpus())
+        slots = max(2, min(8, len(cpus) // 4)) if self.gpu else 1
+        return dataclasses.replace(
+            self,
+            cold_processes=self.cold_processes or (3 if self.gpu else 1),
+            timing_processes=(self.timing_processes if self.timing_processes is not None
+                              else (3 if self.gpu else 2)),
+            compile_slots=self.compile_slots or slots,
+            pin_cpus=self.pin_cpus if self.pin_cpus is not None else (
+                (cpus[-1],) if self.gpu and len(cpus) > 1 else ()))
+
+    def run_options(self, python: str = sys.executable, **extra: Any) -> RunOptions:
+        r = self.resolved()
+        assert r.cold_processes is not None and r.timing_processes is not None
+        return RunOptions(rounds=r.rounds, block_ms=r.block_ms, timeout_s=r.timeout_s,
+                          cold_processes=r.cold_processes, timing_processes=r.timing_processes,
+                          python=python, pin_cpus=r.pin_cpus or (),
+                          gpu_warmup_s=0.5 if self.gpu else 0.0, **extra)
+
+    def loop_settings(self, same_environment: bool = True) -> LoopSettings:
+        r = self.resolved()
+        assert r.compile_slots is not None
+        return LoopSettings(isolation=r.isolation, compile_slots=r.compile_slots,
+                            overlap=self.gpu, measure_all=r.measure_all,
+                            same_environment=same_environment)
 
 
-def measure_jobs(jobs: list[Job], opts: RunOptions, *, quiet: bool = False,
-                 console: Console | None = None,
-                 on_done: Callable[[list[JobRun]], None] | None = None) -> list[JobRun]:
-    """Run every job with a progress bar showing the model and its phase. ``on_done`` gets
-    the runs so far after each job: callers checkpoint them, so a job killed after hours keeps
-    what it measured."""
+def _cpus() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:
+        return set(range(os.cpu_count() or 1))
+
+
+def preload_of(sides: list[Side]) -> list[str]:
+    """What the fork server imports beside the compiler stack: the models' own packages."""
+    return sorted({p for s in sides for j in s.jobs for p in j.spec.requires})
+
+
+def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environment: bool = True,
+                  console: Console | None = None,
+                  on_done: Callable[[dict[str, list[JobRun]]], None] | None = None
+                  ) -> dict[str, list[JobRun]]:
+    """Measure through the one loop with a progress bar; ``on_done`` gets the runs so far of
+    every side after each model, so callers checkpoint and a job killed after hours keeps what
+    it measured."""
     console = console or log_console()
-    results: list[JobRun] = []
+    total = sum(len(s.jobs) for s in sides)
+    done: dict[str, list[JobRun]] = {s.name: [] for s in sides}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("{task.fields[phase]}"))
+    quiet = options.quiet
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
-        task = progress.add_task("measuring", total=len(jobs), phase="")
-        for job in jobs:
-            label = f"{job.suite.name}/{job.spec.name} [{job.config.slug}]"
-            progress.update(task, description=label, phase="starting")
-            results.append(run_job_full(job, opts, lambda p: progress.update(task, phase=p)))
-            progress.advance(task)
+        bar = progress.add_task("measuring", total=total, phase="")
+
+        def on_event(ev: Event) -> None:
+            label = f"{ev.job.suite.name}/{ev.job.spec.name} [{ev.job.config.slug}]"
+            if len(sides) > 1:
+                label = f"[{ev.side}] {label}"
+            if ev.kind == "phase":
+                progress.update(bar, description=label, phase=ev.text)
+                return
+            assert ev.run is not None
+            done[ev.side].append(ev.run)
+            progress.advance(bar)
             if not console.is_terminal and not quiet:
                 # Logs get no live bar: one line per model, so a long job shows its progress.
-                done = results[-1].result
-                console.print(f"[{len(results)}/{len(jobs)}] {label}: {done.status.value} "
-                              f"({done.duration_s:.0f} s)", markup=False, highlight=False)
+                r = ev.run.result
+                console.print(f"[{ev.finished}/{ev.total}] {label}: {r.status.value} "
+                              f"({r.duration_s:.0f} s)", markup=False, highlight=False)
             if on_done is not None:
-                on_done(results)
-        progress.update(task, description="done", phase="")
+                on_done(done)
+
+        results = schedule.measure(sides, options.loop_settings(same_environment), on_event,
+                                   preload_of(sides))
+        progress.update(bar, description="done", phase="")
     return results
 
 
 def build_results(model_results: list[Any], *, env: Environment, git: dict[str, Any] | None,
-                  sources: list[str], opts: RunOptions, started: str, trigger: str = "local",
-                  side: str | None = None, run_id: str | None = None,
-                  finished: bool = True) -> RunResults:
-    """One place that turns measurements into a results file, for ``run`` and ``pr`` alike.
-    ``finished=False``: a checkpoint of a run still going (``finished_at`` stays null)."""
+                  sources: list[str], options: MeasureOptions, started: str,
+                  trigger: str = "local", side: str | None = None, run_id: str | None = None,
+                  host: HostCheck | None = None, finished: bool = True) -> RunResults:
+    """One place that turns measurements into a results file, for ``run``, ``pr`` and
+    ``nightly`` alike. ``finished=False``: a checkpoint of a run still going (``finished_at``
+    stays null)."""
+    r = options.resolved()
     return RunResults(
         schema_version=SCHEMA_VERSION, run_id=run_id or uuid.uuid4().hex, created_at=started,
         finished_at=now() if finished else None, environment=env, git=GitInfo(**(git or {})),
-        settings=RunSettings(suites=sources, timeout_s=opts.timeout_s, rounds=opts.rounds,
-                             block_ms=opts.block_ms, trigger=trigger, side=side),
-        results=model_results)
+        settings=RunSettings(suites=sources, timeout_s=r.timeout_s, rounds=r.rounds,
+                             block_ms=r.block_ms, trigger=trigger, side=side,
+                             cold_processes=r.cold_processes or 1,
+                             timing_processes=r.timing_processes or 1,
+                             isolation=r.isolation),
+        results=model_results, host=host)
+
+
+def host_check(device: str, python: str = sys.executable) -> HostCheck | None:
+    """The host's own noise before measuring (``compiler/hostcheck.py``, in the interpreter
+    under test); None when it cannot run (the run goes on, unchecked)."""
+    try:
+        out = subprocess.run([python, "-m", "compilewatch.compiler.hostcheck", device],
+                             capture_output=True, text=True, check=True, timeout=300,
+                             env=base_env())
+        return HostCheck.model_validate_json(out.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None

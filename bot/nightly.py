@@ -17,7 +17,7 @@ import functools
 import os
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compilewatch.bot.cache.publish import (
@@ -30,10 +30,11 @@ from compilewatch.bot.cache.publish import (
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
 from compilewatch.bot.measuring import (
+    MeasureOptions,
     build_results,
-    check_measure_options,
     collect_environment,
-    measure_jobs,
+    host_check,
+    measure_sides,
     now,
     suite_sources,
 )
@@ -41,7 +42,7 @@ from compilewatch.bot.render.run_table import log_console, summary_table
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler import signing
 from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.runner import JobRun, RunOptions
+from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import RunResults, save_results
 from compilewatch.suites.loader import resolve_suites
@@ -54,22 +55,56 @@ class NightlyReport:
     published: tuple[str, ...] = ()
 
 
-def measure_nightly(*, suites: tuple[str, ...], models: tuple[str, ...], device: str, out: Path,
-                    timeout_s: float, rounds: int, block_ms: float, quiet: bool,
-                    python: str = sys.executable, repo: Path = Path(".")
-                    ) -> tuple[RunResults, art.Manifest, list[JobRun]]:
-    """Run the suites with artifact saving + verification; write OUT/results.json and
-    OUT/artifacts/manifest.json."""
-    sources = suite_sources(suites, repo)
-    jobs = plan_jobs(resolve_suites(sources), device=device, models=models)
-    env = collect_environment(python)
-    opts = RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s, python=python,
-                      artifact_dir=out / "artifacts")
-    started, run_id = now(), uuid.uuid4().hex
-    git = gitutil.head_info(repo)
+@dataclass(frozen=True)
+class PublishOptions:
+    """Where the verified artifacts go, and the key that signs their manifest."""
 
-    results_of = functools.partial(build_results, env=env, git=git, sources=sources, opts=opts,
-                                   started=started, trigger="nightly", run_id=run_id)
+    to_dir: Path | None = None
+    to_release: bool = False
+    repo: str | None = None  # OWNER/NAME, for the release
+    tag: str | None = None
+    tag_prefix: str = "nightly-"
+    keep_last: int | None = None
+    token_env: str = "GITHUB_TOKEN"
+    github_url: str | None = None
+    signing_key_env: str = "COMPILEWATCH_SIGNING_KEY"
+    signing_key_file: Path | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.to_dir is not None or self.to_release
+
+
+@dataclass(frozen=True)
+class NightlyRequest:
+    """What ``compilewatch nightly`` was asked to do."""
+
+    out: Path = Path("nightly")
+    suites: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    db_url: str | None = None
+    no_db: bool = False
+    publish_only: bool = False
+    repo: Path = Path(".")
+    python: str = sys.executable
+    measure: MeasureOptions = field(default_factory=MeasureOptions)
+    publish: PublishOptions = field(default_factory=PublishOptions)
+
+
+def measure_nightly(req: NightlyRequest) -> tuple[RunResults, art.Manifest, list[JobRun]]:
+    """Run the suites with artifact saving + verification; write OUT/results.json and
+    OUT/artifacts/manifest.json (after every model too)."""
+    out = req.out
+    sources = suite_sources(req.suites, req.repo)
+    jobs = plan_jobs(resolve_suites(sources), device=req.measure.device, models=req.models)
+    env = collect_environment(req.python)
+    opts = req.measure.run_options(req.python, artifact_dir=out / "artifacts")
+    started, run_id = now(), uuid.uuid4().hex
+    git = gitutil.head_info(req.repo)
+    results_of = functools.partial(build_results, env=env, git=git, sources=sources,
+                                   options=req.measure, started=started, trigger="nightly",
+                                   run_id=run_id, host=host_check(req.measure.device,
+                                                                  req.python))
 
     def write(done: list[JobRun], finished: bool) -> tuple[RunResults, art.Manifest]:
         """The results file and the manifest; also after each model (``finished=False``), so a
@@ -80,56 +115,48 @@ def measure_nightly(*, suites: tuple[str, ...], models: tuple[str, ...], device:
         art.write_manifest(man, out / "artifacts" / art.MANIFEST_NAME)
         return results, man
 
-    runs = measure_jobs(jobs, opts, quiet=quiet, console=log_console(),
-                        on_done=lambda done: write(done, finished=False))
+    runs = measure_sides([Side("run", jobs, opts)], req.measure, console=log_console(),
+                         on_done=lambda done: write(done["run"], finished=False))["run"]
     return (*write(runs, finished=True), runs)
 
 
-def nightly_command(*, suites: tuple[str, ...], models: tuple[str, ...], device: str, out: Path,
-                    timeout_s: float, rounds: int, block_ms: float, db_url: str | None,
-                    no_db: bool, quiet: bool, publish_only: bool, publish_to: Path | None,
-                    publish_to_release: bool, repo: str | None, tag: str | None,
-                    tag_prefix: str, keep_last: int | None, token_env: str,
-                    github_url: str | None, signing_key_env: str = "COMPILEWATCH_SIGNING_KEY",
-                    signing_key_file: Path | None = None) -> NightlyReport:
+def nightly_command(req: NightlyRequest) -> NightlyReport:
     """Measure + build + verify (unless ``publish_only``), then sign and publish what was
     verified."""
-    if publish_to_release and not repo:
+    pub = req.publish
+    if pub.to_release and not pub.repo:
         raise UsageError("--publish-release needs --repo OWNER/NAME")
-    publishing = publish_to is not None or publish_to_release
-    key = signing_key(signing_key_env, signing_key_file) if publishing else None
-    if not publish_only:
-        check_measure_options(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s)
-    folder = out / "artifacts"
-    tag = tag or f"{tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
+    key = signing_key(pub.signing_key_env, pub.signing_key_file) if pub.any else None
+    if not req.publish_only:
+        req.measure.check()
+    folder = req.out / "artifacts"
+    tag = pub.tag or f"{pub.tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
     results: RunResults | None = None
-    if not publish_only:
-        results, man, runs = measure_nightly(
-            suites=suites, models=models, device=device, out=out, timeout_s=timeout_s,
-            rounds=rounds, block_ms=block_ms, quiet=quiet)
-        if not no_db:
+    if not req.publish_only:
+        results, man, runs = measure_nightly(req)
+        if not req.no_db:
             from compilewatch.db import store_runs
 
-            store_runs(db_url, results)
-            record(db_url, man, folder, results.run_id, results.git.commit)
+            store_runs(req.db_url, results)
+            record(req.db_url, man, folder, results.run_id, results.git.commit)
         rejected = tuple((f"{j.result.suite}/{j.result.model} [{j.result.config.slug}]",
                           j.rejected) for j in runs if j.rejected)
     else:
         man, rejected = art.read_manifest(folder / art.MANIFEST_NAME), ()
     published = []
     # Checked once (manifest read, every artifact hashed) for all destinations.
-    verified = verified_only(folder) if publishing else None
-    if publish_to is not None:
+    verified = verified_only(folder) if pub.any else None
+    if pub.to_dir is not None:
         assert key is not None
-        published.append(str(publish_dir(folder, publish_to, tag, key, verified)))
-    if publish_to_release:
-        assert repo is not None and key is not None
-        gh = open_github(repo, token_env, github_url)
-        names = publish_release(folder, gh, tag, key=key, prefix=tag_prefix,
-                                keep_last=keep_last, verified=verified)
+        published.append(str(publish_dir(folder, pub.to_dir, tag, key, verified)))
+    if pub.to_release:
+        assert pub.repo is not None and key is not None
+        gh = open_github(pub.repo, pub.token_env, pub.github_url)
+        names = publish_release(folder, gh, tag, key=key, prefix=pub.tag_prefix,
+                                keep_last=pub.keep_last, verified=verified)
         published.append(f"release {tag}: {', '.join(names)}")
     report = NightlyReport(man, rejected, tuple(published))
-    _print(report, results, quiet)
+    _print(report, results, req.measure.quiet)
     return report
 
 

@@ -2,8 +2,9 @@
 
 A composition of ``run`` (plan, measure, results) and ``compare`` (compare, render): the base
 side is measured at the merge-base, like PyTorch HUD and asv, so the comparison shows only what
-the PR changed. Both sides run from their own detached worktree, and their jobs are interleaved
-(base, head, then head, base for the next job) so that machine drift hits both sides alike.
+the PR changed. Both sides run from their own detached worktree, through the one measuring loop
+(``compiler/schedule.py``), which interleaves their processes (base, head, head, base...) so
+that machine drift hits both sides alike.
 """
 
 from __future__ import annotations
@@ -14,38 +15,38 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import click
 
-from compilewatch.bot.cache.fetch import resolve_warm_cache
+from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.project import compare_with_project, load_project_config
 from compilewatch.bot.judge.verdicts import raise_on_gating
 from compilewatch.bot.measuring import (
+    MeasureOptions,
     build_results,
-    check_measure_options,
     collect_environment,
+    host_check,
+    measure_sides,
     now,
     suite_sources,
 )
 from compilewatch.bot.outdir import OUT_FILES
 from compilewatch.bot.render.formats import render
 from compilewatch.compiler.plan import Job, plan_jobs
-from compilewatch.compiler.runner import RunOptions, run_job
+from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import Environment, ModelResult, RunResults, dumps_results
+from compilewatch.core.schema import Environment, RunResults, dumps_results
 from compilewatch.suites.loader import Suite, load_suite
 
 SideName = Literal["base", "head"]
 SIDES: tuple[SideName, SideName] = ("base", "head")
 
-Measure = Callable[[SideName, Job, RunOptions], ModelResult]
-Collect = Callable[[str], Environment]
 
 
 @dataclass(frozen=True)
@@ -102,36 +103,6 @@ def check_models_matched(plans: Iterable[SidePlan], models: Iterable[str]) -> No
         raise UsageError(f"--model {', '.join(unmatched)} matches no model on either side")
 
 
-def _ident(job: Job) -> tuple[str, str, str]:
-    return job.suite.name, job.spec.name, job.config.slug
-
-
-def interleave(base: list[Job], head: list[Job]) -> list[tuple[SideName, Job]]:
-    """Base then head, then head then base for the next job; one-sided jobs run alone."""
-    by_side = {"base": {_ident(j): j for j in base}, "head": {_ident(j): j for j in head}}
-    order = list(dict.fromkeys([_ident(j) for j in base] + [_ident(j) for j in head]))
-    plan: list[tuple[SideName, Job]] = []
-    for i, ident in enumerate(order):
-        for side in (SIDES if i % 2 == 0 else SIDES[::-1]):
-            if ident in by_side[side]:
-                plan.append((side, by_side[side][ident]))
-    return plan
-
-
-def measure_with_run_job(side: SideName, job: Job, opts: RunOptions) -> ModelResult:
-    """The real measurement: ``run_job``'s cold and warm worker processes."""
-    click.echo(f"[{side}] {job.suite.name}/{job.spec.name} [{job.config.slug}]", err=True)
-    return run_job(job, opts)
-
-
-def measure_sides(plan: list[tuple[SideName, Job]], opts: dict[SideName, RunOptions],
-                  measure: Measure) -> dict[SideName, list[ModelResult]]:
-    results: dict[SideName, list[ModelResult]] = {"base": [], "head": []}
-    for side, job in plan:
-        results[side].append(measure(side, job, opts[side]))
-    return results
-
-
 def write_outdir(out: Path, files: dict[str, str]) -> None:
     """Write all files into a sibling temp dir, then move them in: no half-written outdir."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -159,55 +130,70 @@ def check_outdir(out: Path) -> None:
                          "or new directory")
 
 
-def pr_command(*, repo: Path = Path("."), base: str | None = None, head: str | None = None,
-               pr: int | None = None, suites: tuple[str, ...] = (),
-               models: tuple[str, ...] = (), device: str = "cpu",
-               out: Path = Path("compilewatch-out"), rounds: int = 30, block_ms: float = 20.0,
-               timeout_s: float = 900.0, base_python: str = sys.executable,
-               head_python: str = sys.executable, db_url: str | None = None,
-               report_url: str | None = None, fail_on_regression: bool = False,
-               quiet: bool = False, no_warm: bool = False, warm_cache: str | None = None,
-               warm_cache_repo: str | None = None, token_env: str = "GITHUB_TOKEN",
-               github_url: str | None = None, cache_public_keys: tuple[str, ...] = (),
-               measure: Measure = measure_with_run_job,
+@dataclass(frozen=True)
+class PrRequest:
+    """What ``compilewatch pr`` was asked to do."""
+
+    repo: Path = Path(".")
+    base: str | None = None
+    head: str | None = None
+    pr: int | None = None
+    suites: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    out: Path = Path("compilewatch-out")
+    base_python: str = sys.executable
+    head_python: str = sys.executable
+    db_url: str | None = None
+    no_db: bool = False
+    report_url: str | None = None
+    fail_on_regression: bool = False
+    measure: MeasureOptions = field(default_factory=MeasureOptions)
+    warm_cache: WarmCacheOptions = field(default_factory=WarmCacheOptions)
+
+
+Measure = Callable[..., dict[str, list[JobRun]]]
+Collect = Callable[[str], Environment]
+
+
+def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
                environment: Collect = collect_environment) -> Comparison:
-    """Measure merge-base and head interleaved, write the five output files, compare.
+    """Measure merge-base and head through the one loop, interleaved, write the five output
+    files, store both runs, compare.
 
     ``measure`` and ``environment`` are parameters so tests can check the orchestration
-    (order, worktrees, cleanup) without compiling anything.
+    (refs, worktrees, cleanup) without compiling anything.
     """
-    check_measure_options(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s)
-    check_outdir(out)
-    refs = resolve_refs(repo, base=base, head=head, pr=pr)
-    if refs.base == refs.head and base_python == head_python:
+    req.measure.check()
+    refs = resolve_refs(req.repo, base=req.base, head=req.head, pr=req.pr)
+    check_outdir(req.out)
+    if refs.base == refs.head and req.base_python == req.head_python:
         raise UsageError(f"base and head are the same commit ({refs.head[:12]}); pass "
                          "different --base-python and --head-python to compare interpreters")
-    pythons: dict[SideName, str] = {"base": base_python, "head": head_python}
+    pythons: dict[SideName, str] = {"base": req.base_python, "head": req.head_python}
     envs = {p: environment(p) for p in dict.fromkeys(pythons.values())}
+    same_env = envs[req.base_python].fingerprint == envs[req.head_python].fingerprint \
+        and req.base_python == req.head_python
     started = now()
+    host = host_check(req.measure.device, req.base_python)
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl, \
-            worktrees(repo, {"base": refs.base, "head": refs.head}) as trees:
+            worktrees(req.repo, {"base": refs.base, "head": refs.head}) as trees:
         # whose artifacts may be loaded: the base checkout says, never the PR's own files
-        keys = (*cache_public_keys, *load_project_config(trees["base"]).cache_public_keys)
-        opts = {s: RunOptions(rounds=rounds, block_ms=block_ms, timeout_s=timeout_s,
-                              python=pythons[s], warm=not no_warm,
-                              warm_cache=resolve_warm_cache(
-                                  warm_cache, envs[pythons[s]], dest=Path(dl) / s,
-                                  trusted_keys=keys, repo=warm_cache_repo,
-                                  token_env=token_env, github_url=github_url))
-                for s in SIDES}
-        plans = {s: plan_side(side_sources(suites, trees[s]), device=device, models=models)
-                 for s in SIDES}
-        check_models_matched(plans.values(), models)
-        measured = measure_sides(interleave(plans["base"].jobs, plans["head"].jobs), opts,
-                                 measure)
-        runs = {s: build_results(measured[s], env=envs[pythons[s]], git=_git(refs, s),
-                                 sources=_display(plans[s].sources, trees[s]), opts=opts[s],
-                                 started=started, trigger="pr", side=s) for s in SIDES}
+        keys = load_project_config(trees["base"]).cache_public_keys
+        plans = {s: plan_side(side_sources(req.suites, trees[s]), device=req.measure.device,
+                              models=req.models) for s in SIDES}
+        check_models_matched(plans.values(), req.models)
+        sides = [Side(s, plans[s].jobs, req.measure.run_options(
+            pythons[s], warm_cache=resolve_warm_cache(req.warm_cache, envs[pythons[s]],
+                                                      dest=Path(dl) / s, trusted_keys=keys)))
+                 for s in SIDES]
+        measured = measure(sides, req.measure, same_environment=same_env)
+        runs = {s: build_results([j.result for j in measured[s]], env=envs[pythons[s]],
+                                 git=_git(refs, s), sources=_display(plans[s].sources, trees[s]),
+                                 options=req.measure, started=started, trigger="pr", side=s,
+                                 host=host) for s in SIDES}
         # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
         comparison = compare_with_project(runs["base"], runs["head"], trees["base"])
-    return _finish(comparison, runs, out=out, db_url=db_url, report_url=report_url,
-                   fail_on_regression=fail_on_regression, quiet=quiet)
+    return _finish(comparison, runs, req)
 
 
 def _git(refs: Refs, side: SideName) -> dict[str, object]:
@@ -221,22 +207,21 @@ def _display(sources: list[str], tree: Path) -> list[str]:
     return [os.path.relpath(s, tree) if s.startswith(str(tree)) else s for s in sources]
 
 
-def _finish(comparison: Comparison, runs: dict[SideName, RunResults], *, out: Path,
-            db_url: str | None, report_url: str | None, fail_on_regression: bool,
-            quiet: bool) -> Comparison:
-    """Write, ingest, print; a gating regression is raised last so CI keeps every file."""
-    write_outdir(out, {
+def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
+            req: PrRequest) -> Comparison:
+    """Write, store, print; a gating regression is raised last so CI keeps every file."""
+    write_outdir(req.out, {
         "base.json": dumps_results(runs["base"]), "head.json": dumps_results(runs["head"]),
         "comparison.json": render(comparison, "json"),
-        "comment.md": render(comparison, "markdown", report_url),
+        "comment.md": render(comparison, "markdown", req.report_url),
         "report.html": render(comparison, "html")})
-    if db_url:
+    if not req.no_db:
         from compilewatch.db import store_runs
 
-        store_runs(db_url, *(runs[s] for s in SIDES))
-    if not quiet:
+        store_runs(req.db_url, *(runs[s] for s in SIDES))
+    if not req.measure.quiet:
         click.echo(render(comparison, "table"))
-        click.echo(f"wrote {', '.join(OUT_FILES)} to {out}")
-    if fail_on_regression:
+        click.echo(f"wrote {', '.join(OUT_FILES)} to {req.out}")
+    if req.fail_on_regression:
         raise_on_gating(comparison)
     return comparison

@@ -30,9 +30,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from compilewatch.compiler import signing
+from compilewatch.compiler.protocol import WorkerOutput
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
-from compilewatch.core.schema import Hash, Name, Sha256, Short, Text
+from compilewatch.core.schema import CacheCounters, Hash, Name, Sha256, Short, Text
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -148,22 +149,23 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
             "aot_keys": list(getattr(info, "aot_autograd_artifacts", []))}
 
 
-def judge(outcome_ok: bool, data: dict[str, Any], error: str | None = None) -> str | None:
+def judge(output: WorkerOutput) -> str | None:
     """The verification rule on a warm-start worker's output: None when the artifact is good."""
-    if not outcome_ok:
-        return f"warm-start process failed: {(error or '')[-500:]}"
-    c = data.get("counters", {})
-    if c.get("fx_miss", 0) > 0:
-        return f"loading it did not make the compile a cache hit: {c['fx_miss']} FX graph " \
-               f"cache miss(es), {c.get('fx_hit', 0)} hit(s)"
-    if c.get("fx_hit", 0) == 0:
+    if not output.ok:
+        return f"warm-start process failed: {(output.error or '')[-500:]}"
+    c = output.counters or CacheCounters()
+    if c.fx_miss > 0:
+        return f"loading it did not make the compile a cache hit: {c.fx_miss} FX graph " \
+               f"cache miss(es), {c.fx_hit} hit(s)"
+    if c.fx_hit == 0:
         return "loading it produced no FX graph cache hit"
-    if c.get("fx_bypass", 0) > 0:
-        return f"{c['fx_bypass']} FX graph(s) bypassed the cache: not all of it is covered"
-    acc = data.get("accuracy") or {}
-    if acc.get("passed") is not True:
-        return f"hot-loaded outputs differ from eager: max abs err {acc.get('max_abs_err')} " \
-               f"(atol {acc.get('atol')}, rtol {acc.get('rtol')})"
+    if c.fx_bypass > 0:
+        return f"{c.fx_bypass} FX graph(s) bypassed the cache: not all of it is covered"
+    acc = output.accuracy
+    if acc is None or acc.passed is not True:
+        return (f"hot-loaded outputs differ from eager: max abs err "
+                f"{acc.max_abs_err if acc else None} (atol {acc.atol if acc else None}, "
+                f"rtol {acc.rtol if acc else None})")
     return None
 
 

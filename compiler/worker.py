@@ -1,9 +1,11 @@
-"""One (model, config, phase) measured in its own process: ``python -m ...worker SPEC.json``.
+"""One (model, config, phase) measured in its own process.
 
-The parent (``runner``) sets ``TORCHINDUCTOR_CACHE_DIR`` (empty for a cold compile, reused for
-a warm one), enforces the timeout and survives crashes. This process catches what Python can
-catch, classifies it (eager error, compile error, OOM, accuracy...) and always writes its
-outcome atomically to ``spec["out"]``; a missing outcome file means the process died.
+Started as ``python -m compilewatch.compiler.worker SPEC.json`` (spawn) or forked from the fork
+server (``compiler/forkserver.py``) that imported the compiler stack once. The parent
+(``runner``) chooses the Inductor cache dir (empty for a cold compile, a cold process's dir for a
+warm one), enforces the timeout and survives crashes. This process catches what Python can catch,
+classifies it (eager error, compile error, OOM, accuracy...) and always writes its
+``WorkerOutput`` atomically to ``spec.out``; a missing output means the process died.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import sys
 import time
 import traceback
@@ -18,17 +21,27 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from compilewatch.compiler import accuracy, artifacts, probes, timing
+from compilewatch.compiler import accuracy, artifacts, probes, proctree, timing
+from compilewatch.compiler.protocol import (
+    CompileSample,
+    LatencySample,
+    SavedArtifact,
+    WorkerOutput,
+    WorkerSpec,
+)
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
+from compilewatch.core.schema import Accuracy, Category, Memory
 
 ERROR_TAIL = 4000
+COMPILER_STACK = ("torch._dynamo", "torch._inductor.compile_fx",
+                  "torch._functorch._aot_autograd.autograd_cache", "torch._inductor.codecache")
 
 
 class Failure(Exception):
-    """A classified failure: ``category`` is a schema Category value."""
+    """A classified failure."""
 
-    def __init__(self, category: str, message: str) -> None:
+    def __init__(self, category: Category, message: str) -> None:
         super().__init__(message)
         self.category = category
 
@@ -39,20 +52,44 @@ def tail(text: str, limit: int = ERROR_TAIL) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def _status(spec: dict[str, Any], phase: str) -> None:
-    path = spec.get("status_file")
-    if path:
+def import_compiler_stack() -> float:
+    """Import torch and what a first ``torch.compile`` imports; the seconds it took. The fork
+    server pays this once; a spawned worker pays it every time (reported as ``import_s``)."""
+    import importlib
+
+    t0 = time.perf_counter()
+    import torch  # noqa: F401
+
+    for name in COMPILER_STACK:
+        importlib.import_module(name)
+    return time.perf_counter() - t0
+
+
+class Harness:
+    """Where this process's time goes, by phase, and the status file the parent shows."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
         with contextlib.suppress(OSError):
-            Path(path).write_text(phase, encoding="utf-8")
+            Path(self.spec.status_file).write_text(f"{self.spec.phase}: {name}", encoding="utf-8")
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
 
 
-def _classify(exc: BaseException, default: str) -> str:
+def _classify(exc: BaseException, default: Category) -> Category:
     import torch
 
     text = str(exc).lower()
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(
             m in text for m in ("out of memory", "not enough memory", "can't allocate memory")):
-        return "oom"
+        return Category.OOM
     return default
 
 
@@ -142,72 +179,79 @@ def _fp64_reference(fn: Any, inputs: tuple[Any, ...], device: str) -> Any | None
         return None
 
 
-def build(spec: dict[str, Any]) -> tuple[Any, Any, tuple[Any, ...], list[tuple[Any, ...]]]:
-    """Import the suite, build the model and its inputs on the device, in the dtype."""
+class Model:
+    """The model built for this process: callable, inputs, the shape sweep, its spec."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        import torch
+
+        from compilewatch.suites.loader import load_suite
+        from compilewatch.suites.registry import BuildContext
+
+        cfg = spec.config
+        self.device, self.dtype = cfg.device, cfg.dtype
+        self.mspec = load_suite(spec.suite).models[spec.model]
+        ctx = BuildContext(device=cfg.device, dtype=cfg.dtype, large=spec.large)
+        torch.manual_seed(0)
+        try:
+            fn, inputs = self.mspec.build(ctx)
+            sweep = self.mspec.sweep_inputs(ctx)
+        except Exception as e:
+            raise Failure(_classify(e, Category.BUILD_ERROR), tail(traceback.format_exc())) \
+                from e
+        cast = torch.bfloat16 if cfg.dtype == "bfloat16" else None
+        self.fn = _cast(fn, cfg.device, cast)
+        if isinstance(self.fn, torch.nn.Module):
+            self.fn.eval()
+        self.inputs = _cast(tuple(inputs), cfg.device, cast)
+        self.sweep = [_cast(tuple(s), cfg.device, cast) for s in sweep]
+        self.tolerance = self.mspec.tolerance(cfg.dtype)
+
+    def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any:
+        with _precision(self.device, self.dtype):
+            return fn(*(self.inputs if args is None else args))
+
+
+def run_eager(m: Model) -> tuple[Any, bool]:
+    """Eager twice on the same inputs: its output, and whether it repeats within the model's
+    tolerance (random output cannot be judged against the compiler)."""
+    try:
+        first, second = _clone(m.call(m.fn)), _clone(m.call(m.fn))
+        _sync(m.device)
+    except Exception as e:
+        raise Failure(_classify(e, Category.EAGER_ERROR), tail(traceback.format_exc())) from e
+    return first, accuracy.deterministic(first, second, *m.tolerance)
+
+
+def run_compile(m: Model, spec: WorkerSpec, probe: probes.CompileProbe
+                ) -> tuple[Any, Any, CompileSample]:
+    """First compiled call (timed: the compile, wall and process-tree CPU), then the shape
+    sweep (recompiles)."""
     import torch
 
-    from compilewatch.suites.loader import load_suite
-    from compilewatch.suites.registry import BuildContext
-
-    cfg = spec["config"]
-    suite = load_suite(spec["suite"])
-    mspec = suite.models[spec["model"]]
-    ctx = BuildContext(device=cfg["device"], dtype=cfg["dtype"], large=spec["large"])
-    torch.manual_seed(0)
-    try:
-        fn, inputs = mspec.build(ctx)
-        sweep = mspec.sweep_inputs(ctx)
-    except Exception as e:
-        raise Failure(_classify(e, "build_error"), tail(traceback.format_exc())) from e
-    dtype = torch.bfloat16 if cfg["dtype"] == "bfloat16" else None
-    fn = _cast(fn, cfg["device"], dtype)
-    if isinstance(fn, torch.nn.Module):
-        fn.eval()
-    inputs = _cast(tuple(inputs), cfg["device"], dtype)
-    sweep = [_cast(tuple(s), cfg["device"], dtype) for s in sweep]
-    return mspec, fn, inputs, sweep
-
-
-def run_eager(fn: Any, inputs: tuple[Any, ...], cfg: dict[str, Any]) -> tuple[Any, bool]:
-    try:
-        with _precision(cfg["device"], cfg["dtype"]):
-            first = _clone(fn(*inputs))
-            second = _clone(fn(*inputs))
-        _sync(cfg["device"])
-    except Exception as e:
-        raise Failure(_classify(e, "eager_error"), tail(traceback.format_exc())) from e
-    return first, accuracy.deterministic(first, second)
-
-
-def run_compile(fn: Any, inputs: tuple[Any, ...], sweep: list[tuple[Any, ...]],
-                cfg: dict[str, Any], compile_kwargs: dict[str, Any],
-                result: dict[str, Any], probe: probes.CompileProbe) -> tuple[Any, Any]:
-    """First compiled call (timed: the compile), then the shape sweep (recompiles)."""
-    import torch
-
-    kwargs = dict(compile_kwargs)
-    kwargs.setdefault("mode", cfg["mode"])
-    kwargs.setdefault("dynamic", cfg["dynamic"])
+    kwargs = dict(m.mspec.compile_kwargs)
+    kwargs.setdefault("mode", spec.config.mode)
+    kwargs.setdefault("dynamic", spec.config.dynamic)
     counter = _instruction_counter()
     try:
-        compiled = torch.compile(fn, **kwargs)
+        compiled = torch.compile(m.fn, **kwargs)
         handle = counter[0]() if counter else None
-        t0 = time.perf_counter()
-        with _precision(cfg["device"], cfg["dtype"]):
-            out = _clone(compiled(*inputs))
-        _sync(cfg["device"])
-        result["compile_s"] = time.perf_counter() - t0 - probe.overhead_s
-        result["probe_overhead_s"] = probe.overhead_s
-        if counter and handle is not None:
-            result["instructions"] = int(counter[1](handle))
-        with _precision(cfg["device"], cfg["dtype"]):
-            for args in sweep:
-                compiled(*args)
-        _sync(cfg["device"])
+        cpu0, t0 = proctree.tree_cpu_seconds(), time.perf_counter()
+        out = _clone(m.call(compiled))
+        _sync(m.device)
+        wall = time.perf_counter() - t0 - probe.overhead_s
+        cpu = proctree.tree_cpu_seconds() - cpu0 - probe.overhead_s
+        instructions = int(counter[1](handle)) if counter and handle is not None else None
+        for args in m.sweep:
+            m.call(compiled, args)
+        _sync(m.device)
     except Exception as e:
-        default = "compile_error" if _is_compile_error(e) else "runtime_error"
+        default = Category.COMPILE_ERROR if _is_compile_error(e) else Category.RUNTIME_ERROR
         raise Failure(_classify(e, default), tail(traceback.format_exc())) from e
-    return compiled, out
+    stats = probes.frame_stats()
+    sample = CompileSample(wall_s=max(wall, 0.0), cpu_s=max(cpu, 0.0),
+                           instructions=instructions, **stats)
+    return compiled, out, sample
 
 
 def peak_memory(fn: Callable[[], Any], device: str) -> int | None:
@@ -222,111 +266,131 @@ def peak_memory(fn: Callable[[], Any], device: str) -> int | None:
     return int(torch.cuda.max_memory_allocated())
 
 
-def measure_steady_state(spec: dict[str, Any], fn: Any, compiled: Any, inputs: tuple[Any, ...],
-                         result: dict[str, Any]) -> None:
-    cfg = spec["config"]
-
-    def eager_call() -> Any:
-        with _precision(cfg["device"], cfg["dtype"]):
-            return fn(*inputs)
-
-    def compiled_call() -> Any:
-        with _precision(cfg["device"], cfg["dtype"]):
-            return compiled(*inputs)
-
-    _status(spec, f"{spec['phase']}: memory")
-    result["memory"] = {
-        "eager_peak_bytes": peak_memory(eager_call, cfg["device"]),
-        "compiled_peak_bytes": peak_memory(compiled_call, cfg["device"]),
-        "unknown_reason": None if cfg["device"] == "cuda" else "peak memory is measured on cuda",
-    }
-    _status(spec, f"{spec['phase']}: timing")
-    timed = timing.measure(eager_call, compiled_call, cfg["device"], spec["rounds"],
-                           spec["block_ms"])
-    result["latency"] = {"method": "interleaved-blocks", "timer": timed.timer,
-                         "calls_per_block": timed.calls_per_block,
-                         "eager_us": timed.eager_us, "compiled_us": timed.compiled_us}
+def measure_memory(m: Model, compiled: Any) -> Memory:
+    if m.device != "cuda":
+        return Memory(unknown_reason="peak memory is measured on cuda only")
+    return Memory(eager_peak_bytes=peak_memory(lambda: m.call(m.fn), m.device),
+                  compiled_peak_bytes=peak_memory(lambda: m.call(compiled), m.device))
 
 
-def _save_artifact(path: str) -> dict[str, Any]:
+def measure_latency(m: Model, compiled: Any, spec: WorkerSpec) -> LatencySample:
+    timing.warm_up(lambda: m.call(compiled), m.device, spec.gpu_warmup_s)
+    timed = timing.measure(lambda: m.call(m.fn), lambda: m.call(compiled), m.device,
+                           spec.rounds, spec.block_ms)
+    return LatencySample(timer=timed.timer, calls_per_block=timed.calls_per_block,
+                         eager_us=timed.eager_us, compiled_us=timed.compiled_us,
+                         host_fraction=timed.host_fraction, cpus=spec.pin_cpus)
+
+
+def _save_artifact(path: str) -> SavedArtifact:
     """Save the portable cache; a failure to save is a note, never a failed measurement."""
     try:
-        return artifacts.save(path)
+        return SavedArtifact(**artifacts.save(path))
     except Exception as e:
-        return {"unsupported": tail(f"saving the cache artifact failed: {type(e).__name__}: "
-                                    f"{e}", 1000)}
+        return SavedArtifact(unsupported=tail(f"saving the cache artifact failed: "
+                                              f"{type(e).__name__}: {e}", 1000))
 
 
-def check_accuracy(fn: Any, compiled: Any, out: Any, eager_out: Any, inputs: tuple[Any, ...],
-                   sweep: list[tuple[Any, ...]], tol: tuple[float, float], det: bool,
-                   cfg: dict[str, Any]) -> dict[str, Any]:
+def check_accuracy(m: Model, compiled: Any, out: Any, eager_out: Any, det: bool) -> Accuracy:
     """Compiled vs eager on the example inputs, then on every sweep input: each recompiled
     graph (or each hot-loaded one, when verifying a cache artifact) must be right too."""
-    atol, rtol = tol
+    atol, rtol = m.tolerance
     ok = accuracy.compare(out, eager_out, atol, rtol,
-                          fp64=lambda: _fp64_reference(fn, inputs, cfg["device"]))
-    for args in sweep if ok.passed else []:
-        with _precision(cfg["device"], cfg["dtype"]):
-            want, got = _clone(fn(*args)), _clone(compiled(*args))
+                          fp64=lambda: _fp64_reference(m.fn, m.inputs, m.device))
+    for args in m.sweep if ok.passed else []:
+        want, got = _clone(m.call(m.fn, args)), _clone(m.call(compiled, args))
         ok = accuracy.compare(got, want, atol, rtol,
-                              fp64=lambda a=args: _fp64_reference(fn, a, cfg["device"]))
+                              fp64=lambda a=args: _fp64_reference(m.fn, a, m.device))
         if not ok.passed:
             break
-    return ok.as_dict(atol, rtol, det)
+    return Accuracy(**ok.as_dict(atol, rtol, det))
 
 
-def measure(spec: dict[str, Any]) -> dict[str, Any]:
+def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     """Everything one worker process measures; raises ``Failure`` on a classified failure."""
     import torch
 
-    cfg = spec["config"]
-    result: dict[str, Any] = {"phase": spec["phase"]}
-    if cfg["device"] == "cuda" and not torch.cuda.is_available():
-        raise Failure("unsupported", "device cuda requested but torch.cuda.is_available() is "
-                      "False on this machine")
+    if spec.config.device == "cuda" and not torch.cuda.is_available():
+        raise Failure(Category.UNSUPPORTED, "device cuda requested but "
+                      "torch.cuda.is_available() is False on this machine")
+    if spec.pin_cpus and spec.config.device == "cpu":
+        torch.set_num_threads(len(spec.pin_cpus))
     probe = probes.CompileProbe()
     probe.install()
-    _status(spec, f"{spec['phase']}: build")
-    mspec, fn, inputs, sweep = build(spec)
-    _status(spec, f"{spec['phase']}: eager")
-    eager_out, det = run_eager(fn, inputs, cfg)
-    if spec.get("load_artifact"):
-        _status(spec, f"{spec['phase']}: load artifact")
-        try:
-            result["artifact_loaded"] = artifacts.load(spec["load_artifact"])
-        except CacheArtifactError as e:
-            raise Failure("infra", str(e)) from e
-    _status(spec, f"{spec['phase']}: compile")
-    compiled, out = run_compile(fn, inputs, sweep, cfg, dict(mspec.compile_kwargs), result,
-                                probe)
-    if spec.get("save_artifact"):
-        _status(spec, f"{spec['phase']}: save artifact")
-        result["artifact"] = _save_artifact(spec["save_artifact"])
-    result.update(probes.frame_stats())
-    result["graph_breaks"] = probes.graph_breaks()
-    result["recompiles"] = probes.recompiles()
-    result["cache"] = probe.cache_keys(spec["phase"])
-    result["counters"] = probes.counters_now()
-    result["cache_unknown"] = "; ".join(probe.unknown) or None
-    if spec.get("measure", True) or spec.get("accuracy"):
-        _status(spec, f"{spec['phase']}: accuracy")
-        result["accuracy"] = check_accuracy(fn, compiled, out, eager_out, inputs, sweep,
-                                            mspec.tolerance(cfg["dtype"]), det, cfg)
-    if spec.get("measure", True):
-        measure_steady_state(spec, fn, compiled, inputs, result)
+    with h.phase("build"):
+        m = Model(spec)
+    with h.phase("eager"):
+        eager_out, det = run_eager(m)
+    result: dict[str, Any] = {}
+    if spec.load_artifact:
+        with h.phase("load_artifact"):
+            try:
+                artifacts.load(spec.load_artifact)
+            except CacheArtifactError as e:
+                raise Failure(Category.INFRA, str(e)) from e
+    with h.phase("compile"):
+        compiled, out, result["compile"] = run_compile(m, spec, probe)
+    if spec.save_artifact:
+        with h.phase("save_artifact"):
+            result["artifact"] = _save_artifact(spec.save_artifact)
+    with h.phase("probes"):
+        result.update(graph_breaks=probes.graph_breaks(), recompiles=probes.recompiles(),
+                      cache=probe.cache_keys(spec.phase), counters=probes.counters_now(),
+                      cache_unknown="; ".join(probe.unknown) or None)
+    if spec.check_accuracy:
+        with h.phase("accuracy"):
+            result["accuracy"] = check_accuracy(m, compiled, out, eager_out, det)
+    if spec.measure_memory:
+        with h.phase("memory"):
+            result["memory"] = measure_memory(m, compiled)
+    if spec.time_steady_state:
+        with h.phase("timing"):
+            result["latency"] = measure_latency(m, compiled, spec)
     return result
 
 
-def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+def run_spec(spec: WorkerSpec, import_s: float | None, paid_import: bool = True
+             ) -> WorkerOutput:
+    """Measure and classify; never raises (a bug in here is an ``infra`` failure).
+    ``paid_import``: this process imported the compiler stack itself (spawned), so the import
+    is part of its harness time; a forked one reports the server's import, paid once."""
+    h = Harness(spec)
+    if import_s is not None and paid_import:
+        h.seconds["import"] = import_s
     try:
-        outcome = {"ok": True, **measure(spec)}
+        data = measure(spec, h)
+        return WorkerOutput(ok=True, phase=spec.phase, import_s=import_s,
+                            harness_s=h.seconds, **data)
     except Failure as f:
-        outcome = {"ok": False, "category": f.category, "error": str(f)}
+        return WorkerOutput(ok=False, phase=spec.phase, category=f.category, error=str(f),
+                            import_s=import_s, harness_s=h.seconds)
     except Exception:
-        outcome = {"ok": False, "category": "infra", "error": tail(traceback.format_exc())}
-    write_atomic(spec["out"], json.dumps(outcome, allow_nan=False, default=str))
+        return WorkerOutput(ok=False, phase=spec.phase, category=Category.INFRA,
+                            error=tail(traceback.format_exc()), import_s=import_s,
+                            harness_s=h.seconds)
+
+
+def write_output(spec: WorkerSpec, output: WorkerOutput) -> None:
+    t0 = time.perf_counter()
+    output.model_dump_json()
+    harness = {**output.harness_s, "write": time.perf_counter() - t0}
+    write_atomic(spec.out, output.model_copy(update={"harness_s": harness}).model_dump_json())
+
+
+def start(spec_path: str, import_s: float | None, paid_import: bool = True) -> int:
+    """The process side: pin, read the spec, measure, write the output."""
+    spec = WorkerSpec.model_validate(json.loads(Path(spec_path).read_text(encoding="utf-8")))
+    if spec.pin_cpus:
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setaffinity(0, spec.pin_cpus)
+    write_output(spec, run_spec(spec, import_s, paid_import))
     return 0
+
+
+def main(argv: list[str]) -> int:
+    parent = os.environ.get("COMPILEWATCH_PARENT")
+    proctree.die_with_parent(int(parent) if parent and parent.isdigit() else None)
+    return start(argv[1], import_compiler_stack())
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from compilewatch.core.errors import ResultsFileError
 from compilewatch.core.files import write_atomic
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MAX_FILE_BYTES = 64 * 1024 * 1024
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 
@@ -131,13 +131,58 @@ class Latency(_Model):
     compiled_median_us: float = Field(ge=0)
     compiled_ci_us: Interval | None = None
     processes: int = Field(1, ge=1)
+    # samples of each timing process, in order (the samples are stored process after process);
+    # empty in version 1, where processes of equal size are assumed
+    process_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list,
+                                                              max_length=1024)
+    # host launch time over GPU time per block: near 1, the GPU waits for the CPU (launch-bound)
+    host_fraction: float | None = Field(None, ge=0)
+    launch_bound: bool | None = None
+    pinned_cpus: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=1024)
+
+    def per_process(self) -> list[tuple[list[float], list[float]]]:
+        """(eager, compiled) samples of each timing process."""
+        sizes = self.process_sizes or _equal_sizes(len(self.compiled_us), self.processes)
+        out, at = [], 0
+        for n in sizes:
+            out.append((self.eager_us[at:at + n], self.compiled_us[at:at + n]))
+            at += n
+        return out
+
+
+def _equal_sizes(n: int, parts: int) -> list[int]:
+    parts = max(1, min(parts, n)) if n else 1
+    return [len(c) for c in _split(n, parts)]
+
+
+def _split(n: int, parts: int) -> list[range]:
+    q, r = divmod(n, parts)
+    out, at = [], 0
+    for i in range(parts):
+        size = q + (i < r)
+        out.append(range(at, at + size))
+        at += size
+    return out
 
 
 class Compile(_Model):
-    """Compile cost: first compiled call in a fresh process, with the phase breakdown."""
+    """Compile cost: first compiled call in a fresh process, with the phase breakdown.
+
+    ``cold_s`` is the median of ``cold_samples_s`` (one per cold process, each on its own empty
+    cache dir), ``warm_s`` of ``warm_samples_s``. ``cold_cpu_samples_s`` is each cold compile's
+    CPU time over the worker's whole process tree (compile workers included): the clock to judge
+    when compiles ran beside each other. ``import_s`` is what a fresh process pays to import the
+    compiler stack before its first compile; ``first_output_s`` = import + cold compile.
+    """
 
     cold_s: Seconds | None = None
     warm_s: Seconds | None = None
+    cold_samples_s: list[Seconds] = Field(default_factory=list, max_length=1024)
+    cold_cpu_samples_s: list[Seconds] = Field(default_factory=list, max_length=1024)
+    warm_samples_s: list[Seconds] = Field(default_factory=list, max_length=1024)
+    cold_concurrent: bool = False  # cold compiles ran beside other compiles
+    import_s: Seconds | None = None
+    first_output_s: Seconds | None = None
     warm_start_s: Seconds | None = None  # empty cache dir + portable cache artifact loaded
     phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     warm_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
@@ -150,8 +195,13 @@ class Compile(_Model):
 
 
 class GraphBreak(_Model):
+    """One distinct graph break: torch's reason, how often, and where in the user's code."""
+
     reason: Text
     count: int = Field(1, ge=1)
+    gb_id: Short | None = None  # torch's stable graph-break id (GB0000...), where it has one
+    kind: Short | None = None  # torch's graph-break type, e.g. "Data-dependent branching"
+    location: Short | None = None  # the user's file:line
 
 
 class Recompile(_Model):
@@ -164,7 +214,7 @@ class CacheKey(_Model):
 
     key: Hash
     components: dict[Short, Hash] = Field(default_factory=dict, max_length=4096)
-    values: dict[Short, Text] = Field(default_factory=dict, max_length=256)
+    values: dict[Short, Text] = Field(default_factory=dict, max_length=4096)
     hit: bool | None = None
     state: Literal["hit", "miss", "bypass", "unknown"] = "unknown"
     phase: Literal["cold", "warm", "warm_start"] = "cold"
@@ -205,6 +255,17 @@ class Memory(_Model):
     unknown_reason: Short | None = None
 
 
+class Diagnostics(_Model):
+    """What travels with a model for a compiler engineer to act on: files beside the results
+    (relative paths inside the output directory)."""
+
+    trace: Short | None = None  # the cold compile's TORCH_TRACE log, gzip
+    tlparse: Short | None = None  # tlparse's report of that log (a folder with index.html)
+    recompiles: Short | None = None  # recompile reasons and guard failures, text
+    code: Short | None = None  # Inductor's generated code of each graph
+    code_diff: Short | None = None  # base -> head diff of the generated code (pr)
+
+
 class ModelResult(_Model):
     model: Name
     suite: Name
@@ -223,6 +284,13 @@ class ModelResult(_Model):
     memory: Memory = Field(default_factory=Memory)
     duration_s: Seconds = 0.0
     notes: list[Text] = Field(default_factory=list, max_length=64)
+    # where the harness's own time went (build, eager, compile, probes, accuracy, timing, ...),
+    # summed over this model's worker processes
+    harness_s: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
+    # why steady state was not timed although the model ran (the compiled code is the same on
+    # both sides by construction); None when it was timed or did not run
+    timing_skipped: Text | None = None
+    diagnostics: Diagnostics | None = None
 
     @property
     def ident(self) -> tuple[str, str, str]:
@@ -271,10 +339,24 @@ class RunSettings(_Model):
     block_ms: float = Field(gt=0)
     trigger: Literal["pr", "nightly", "local"] = "local"
     side: Literal["base", "head"] | None = None
+    cold_processes: int = Field(1, ge=1)
+    timing_processes: int = Field(1, ge=1)
+    isolation: Literal["spawn", "fork"] = "spawn"
+
+
+class HostCheck(_Model):
+    """A short preflight of the host's own noise, before measuring: the spread of a fixed CPU
+    workload (and, on CUDA, of a fixed GPU workload) over repeats. Stored with the run; a
+    verdict whose interval the noise makes meaningless says so instead of judging."""
+
+    cpu_spread: float = Field(ge=0)  # (max - min) / median of the CPU workload's times
+    gpu_spread: float | None = Field(None, ge=0)
+    noisy: bool = False
+    detail: Short | None = None
 
 
 class RunResults(_Model):
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     run_id: RunId
     created_at: Short
     finished_at: Short | None = None
@@ -282,13 +364,20 @@ class RunResults(_Model):
     git: GitInfo = Field(default_factory=GitInfo)
     settings: RunSettings
     results: list[ModelResult] = Field(max_length=20_000)
+    host: HostCheck | None = None
 
     def by_ident(self) -> dict[tuple[str, str, str], ModelResult]:
         return {r.ident: r for r in self.results}
 
 
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 only adds fields, each with a default that says "not measured" (one cold and
+    one timing process per side, spawned workers), so a version-1 file means the same."""
+    return {**data, "schema_version": 2}
+
+
 # Upgraders take the parsed JSON of version N and return version N+1 (asv keeps results this way).
-UPGRADERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+UPGRADERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
 
 
 def _upgrade(data: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from datetime import datetime
 from sqlalchemy import Select, select
 
 from compilewatch.core.errors import UsageError
-from compilewatch.core.means import geomean
+from compilewatch.core.estimates import geomean
 from compilewatch.db import models as m
 from compilewatch.db.engine import Database
 

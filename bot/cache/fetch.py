@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from compilewatch.bot.github.client import open_github
 from compilewatch.bot.github.releases import download_asset, nightly_releases, release_assets
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler import signing
-from compilewatch.compiler.runner import WarmCache
+from compilewatch.compiler.schedule import WarmCache
 from compilewatch.core.errors import CacheArtifactError, GitHubError, UsageError
 from compilewatch.core.schema import Environment
 
@@ -39,24 +40,35 @@ def fetch_release(repo: Any, prefix: str, dest: Path, fingerprint: str) -> Path:
     return dest
 
 
-def resolve_warm_cache(source: str | None, env: Environment, *, dest: Path,
-                       trusted_keys: tuple[str, ...] = (), repo: str | None = None,
-                       token_env: str = "GITHUB_TOKEN", tag_prefix: str = "nightly-",
-                       github_url: str | None = None) -> WarmCache | None:
-    """``--warm-cache DIR|release`` as options for the runner: None without a source, and None
-    (a cold run) with a message when the release cannot be reached. ``run`` and ``pr`` (one
-    call per side, each with its own interpreter's environment) use it."""
-    if not source:
+@dataclass(frozen=True)
+class WarmCacheOptions:
+    """``--warm-cache DIR|release`` and its companions."""
+
+    source: str | None = None
+    repo: str | None = None  # OWNER/NAME of the releases, for ``release``
+    token_env: str = "GITHUB_TOKEN"
+    tag_prefix: str = "nightly-"
+    github_url: str | None = None
+    public_keys: tuple[str, ...] = ()  # --cache-public-key, beside the project's own
+
+
+def resolve_warm_cache(wc: WarmCacheOptions, env: Environment, *, dest: Path,
+                       trusted_keys: tuple[str, ...] = ()) -> WarmCache | None:
+    """``--warm-cache`` as options for the loop: None without a source, and None (a cold run)
+    with a message when the release cannot be reached. ``trusted_keys``: the project's pinned
+    keys (for ``pr``, the base checkout's). ``run`` and ``pr`` (one call per side, each with its
+    own interpreter's environment) use it."""
+    if not wc.source:
         return None
-    root = Path(source)
-    if source == "release":
-        if not repo:
-            raise UsageError("--warm-cache release needs --repo OWNER/NAME")
+    root = Path(wc.source)
+    if wc.source == "release":
+        if not wc.repo:
+            raise UsageError("--warm-cache release needs --warm-cache-repo OWNER/NAME")
         try:
-            root = fetch_release(open_github(repo, token_env, github_url), tag_prefix, dest,
-                                 env.fingerprint)
+            root = fetch_release(open_github(wc.repo, wc.token_env, wc.github_url),
+                                 wc.tag_prefix, dest, env.fingerprint)
         except (CacheArtifactError, GitHubError) as e:
             Console(stderr=True).print(f"warm cache: {e}; running cold", markup=False)
             return None
     return WarmCache(root=root, fingerprint=env.fingerprint, torch_version=env.torch,
-                     trusted_keys=trusted_keys)
+                     trusted_keys=(*wc.public_keys, *trusted_keys))

@@ -22,7 +22,7 @@ from compilewatch.bot.github.releases import (
 )
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler import signing
-from compilewatch.compiler.runner import JobRun
+from compilewatch.compiler.schedule import JobRun
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
 from compilewatch.core.schema import Environment

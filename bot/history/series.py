@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from compilewatch.bot.history.changepoints import Step, detect_steps
-from compilewatch.core.means import geomean
+from compilewatch.core.estimates import geomean
 from compilewatch.db import Database, ResultPoint, results_history
 
 # metric key -> (label, unit); the order is the order of the panels

@@ -28,7 +28,7 @@ from compilewatch.bot.judge.comparison import (
 from compilewatch.bot.judge.stats import RatioEstimate, judge, ratio_of_medians, seed_for
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
 from compilewatch.core.errors import RegressionFound
-from compilewatch.core.means import geomean
+from compilewatch.core.estimates import geomean
 from compilewatch.core.schema import Category, ModelResult, RunResults, Status
 
 FAILED = {"fail_accuracy", "fail_to_run", "eager_fail"}

@@ -22,7 +22,7 @@ from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.render import filters, sitemap
 from compilewatch.bot.render.escape import headline, md_code, md_escape, shorten
 from compilewatch.core.errors import UsageError
-from compilewatch.core.means import geomean
+from compilewatch.core.estimates import geomean
 from compilewatch.core.schema import RunResults, Status
 
 MARKER = "<!-- compilewatch:pr-comment -->"

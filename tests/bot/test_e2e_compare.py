@@ -21,7 +21,7 @@ def test_new_break_and_input_shape_change_are_named(harness_suite, tmp_path):
     sides = []
     for name, env in (("base", {"CW_TEST_ROWS": "8"}),
                       ("head", {"CW_TEST_ROWS": "6", "CW_TEST_BREAK": "1"})):
-        opts = RunOptions(rounds=3, block_ms=2.0, warm=False, cache_root=tmp_path / name,
+        opts = RunOptions(rounds=3, block_ms=2.0, timing_processes=0, cache_root=tmp_path / name,
                           extra_env=env)
         result = run_job(job, opts)
         assert result.status is Status.PASS, result.error

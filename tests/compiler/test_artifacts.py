@@ -42,7 +42,7 @@ def _job(name: str) -> Job:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("nightly") / "artifacts"
-    opts = RunOptions(rounds=1, block_ms=1.0, warm=False, measure=False, artifact_dir=out,
+    opts = RunOptions(rounds=1, block_ms=1.0, timing_processes=0, measure=False, artifact_dir=out,
                       timeout_s=600)
     runs = [run_job_full(_job(n), opts) for n in ("scale2", "scale3")]
     env = collect_environment()
@@ -88,7 +88,7 @@ def test_run_with_warm_cache_hits_and_a_flipped_byte_goes_cold(
         built: dict, tmp_path: Path, signing_pair: tuple[bytes, str]) -> None:
     key, public = signing_pair
     env, root = built["env"], _copy(built, tmp_path, key)
-    opts = RunOptions(rounds=1, block_ms=1.0, warm=False, measure=False, timeout_s=600,
+    opts = RunOptions(rounds=1, block_ms=1.0, timing_processes=0, measure=False, timeout_s=600,
                       warm_cache=WarmCache(root, env.fingerprint, env.torch, (public,)))
     good = run_job(_job("scale2"), opts)
     assert good.status is Status.PASS and good.notes == []

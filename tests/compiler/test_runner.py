@@ -68,7 +68,7 @@ def test_cli_run_records_breaks_recompiles_and_warm_cache_hits(harness_suite, tm
 def test_input_shape_change_moves_only_example_inputs_component(harness_suite, shared_cache):
     keys = []
     for rows in ("8", "6"):
-        opts = RunOptions(warm=False, measure=False, cache_root=shared_cache / rows,
+        opts = RunOptions(timing_processes=0, measure=False, cache_root=shared_cache / rows,
                           extra_env={"CW_TEST_ROWS": rows}, **FAST)
         res = run_job(_job(harness_suite, "branchy"), opts)
         assert res.status is Status.PASS, res.error
@@ -84,7 +84,7 @@ def test_input_shape_change_moves_only_example_inputs_component(harness_suite, s
 
 def test_failures_are_isolated_and_classified(harness_suite):
     """raise, abort, hang and OOM in workers become statuses; the parent carries on."""
-    opts = RunOptions(timeout_s=12, warm=False, **FAST)
+    opts = RunOptions(timeout_s=12, timing_processes=0, **FAST)
     got = {}
     for name in ("raises", "aborts", "hangs", "oom", "cuda_only", "needs_pkg"):
         got[name] = run_job(_job(harness_suite, name), opts)
@@ -102,7 +102,7 @@ def test_failures_are_isolated_and_classified(harness_suite):
 
 
 def test_a_worker_that_hangs_after_writing_keeps_its_result(harness_suite):
-    opts = RunOptions(timeout_s=20, warm=False, **FAST)
+    opts = RunOptions(timeout_s=20, timing_processes=0, **FAST)
     res = run_job(_job(harness_suite, "lingers"), opts)
     assert res.category is Category.EAGER_ERROR, (res.category, res.error)
     assert "eager fails after the thread started" in res.error

@@ -11,7 +11,7 @@ from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.stats import RatioEstimate, judge, ratio_of_medians
 from compilewatch.bot.judge.thresholds import MetricThreshold
 from compilewatch.bot.judge.verdicts import compare
-from compilewatch.core.means import geomean
+from compilewatch.core.estimates import geomean
 from tests.factories import model_result, run_results
 
 

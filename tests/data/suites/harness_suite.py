@@ -90,3 +90,66 @@ def lingers():
         raise ValueError("eager fails after the thread started")
 
     return fn, (torch.randn(4),)
+
+
+@model("segfaults")
+def segfaults():
+    import ctypes
+
+    def fn(x):
+        ctypes.string_at(0)
+
+    return fn, (torch.randn(4),)
+
+
+@model("exits")
+def exits():
+    def fn(x):
+        os._exit(3)
+
+    return fn, (torch.randn(4),)
+
+
+@model("wrong_output")
+def wrong_output():
+    """Compiled code that computes something else than eager: an accuracy failure."""
+    def fn(x):
+        if torch.compiler.is_compiling():
+            return x + 1
+        return x
+
+    return fn, (torch.randn(8),)
+
+
+@model("random_output")
+def random_output():
+    """Eager does not repeat itself: not a pass, whatever the compiler does."""
+    def fn(x):
+        return x + torch.rand_like(x)
+
+    return fn, (torch.randn(8),)
+
+
+@model("reads_secrets")
+def reads_secrets():
+    """Looks for credentials in its environment and in a file it was pointed at, and puts
+    whatever it finds into its error text (which ends up in the results)."""
+    found = {k: v for k, v in os.environ.items() if "TOKEN" in k or "SECRET" in k}
+    path = os.environ.get("CW_TEST_LEAK_FILE")
+    leaked = open(path).read().strip() if path else ""  # noqa: SIM115
+
+    def fn(x):
+        raise ValueError(f"environment credentials: {found}; file: {leaked}")
+
+    return fn, (torch.randn(4),)
+
+
+@model("spawns_daemon")
+def spawns_daemon():
+    """Starts a process in a session of its own that would run for an hour."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+    with open(os.environ["CW_TEST_PIDFILE"], "w") as f:
+        f.write(str(child.pid))
+    return torch.sin, (torch.randn(4),)

@@ -1,0 +1,159 @@
+"""One model's worker outputs (cold, timing, warm-start processes) into one ``ModelResult``.
+
+A mapping, not a translation: the outputs already hold the schema's types. What is decided here
+is which process speaks for what: the first cold process for the compile's anatomy (breaks,
+recompiles, keys, phases, accuracy), every cold process for the cold compile time, every timing
+process for steady state and the warm compile time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from compilewatch.compiler.protocol import WorkerOutput
+from compilewatch.core import estimates
+from compilewatch.core.schema import STATUS_OF, Category, ModelResult
+
+LAUNCH_BOUND = 0.8  # host launch time / GPU time above which the GPU waits for the CPU
+
+
+@dataclass
+class Outputs:
+    """What the processes of one (model, config) on one side produced."""
+
+    cold: list[WorkerOutput] = field(default_factory=list)
+    timing: list[WorkerOutput] = field(default_factory=list)
+    warm_start: WorkerOutput | None = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    timing_skipped: str | None = None
+    cold_concurrent: bool = False
+
+    def all(self) -> list[WorkerOutput]:
+        return [*self.cold, *self.timing, *([self.warm_start] if self.warm_start else [])]
+
+
+def _status(o: Outputs) -> tuple[Category, str | None]:
+    first = o.cold[0]
+    if not first.ok:
+        return first.category, first.error
+    for i, out in enumerate(o.cold[1:], 2):
+        if not out.ok:
+            return out.category, f"cold compile process {i}: {out.error}"
+    for i, out in enumerate(o.timing, 1):
+        if not out.ok:
+            return out.category, f"timing process {i}: {out.error}"
+    acc = first.accuracy
+    if acc is not None and acc.eager_deterministic is False:
+        return Category.EAGER_NONDETERMINISTIC, (
+            "eager does not repeat its own output within the tolerance (max abs err between "
+            "two eager calls above atol/rtol): random or nondeterministic output is not judged")
+    if acc is not None and acc.passed is False:
+        return Category.ACCURACY, (f"compiled output differs from eager: max abs err "
+                                   f"{acc.max_abs_err} (atol {acc.atol}, rtol {acc.rtol})")
+    return Category.OK, None
+
+
+def _latency(outs: Sequence[WorkerOutput]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    lats = [o.latency for o in outs if o.ok and o.latency is not None]
+    if not lats:
+        return None, None
+    eager = [x for lat in lats for x in lat.eager_us]
+    compiled = [x for lat in lats for x in lat.compiled_us]
+    fractions = [lat.host_fraction for lat in lats if lat.host_fraction is not None]
+    host = statistics.median(fractions) if fractions else None
+    comp = estimates.level([lat.compiled_us for lat in lats])
+    speed = estimates.level([[e / c for e, c in zip(lat.eager_us, lat.compiled_us, strict=False)
+                              if c > 0] for lat in lats])
+    latency = {
+        "method": "interleaved-blocks", "timer": lats[0].timer,
+        "calls_per_block": lats[0].calls_per_block, "eager_us": eager, "compiled_us": compiled,
+        "eager_median_us": statistics.median(eager), "compiled_median_us": statistics.median(
+            compiled), "processes": len(lats), "process_sizes": [len(x.compiled_us)
+                                                                  for x in lats],
+        "compiled_ci_us": _interval(comp), "host_fraction": host,
+        "launch_bound": None if host is None else host >= LAUNCH_BOUND,
+        "pinned_cpus": sorted({c for lat in lats for c in lat.cpus}),
+    }
+    return latency, _interval(speed)
+
+
+def _interval(v: tuple[float, float, float] | None) -> dict[str, float] | None:
+    return None if v is None else {"value": v[0], "ci_low": v[1], "ci_high": v[2]}
+
+
+def _harness(outs: Sequence[WorkerOutput]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for o in outs:
+        for k, v in o.harness_s.items():
+            total[k] = total.get(k, 0.0) + v
+    return {k: round(v, 6) for k, v in total.items()}
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def assemble(base: dict[str, Any], o: Outputs, cache_dir_was_empty: bool) -> ModelResult:
+    """The schema-valid result of one (model, config); an output that cannot be recorded
+    becomes that model's ``infra`` error, never an exception that stops the run."""
+    try:
+        return ModelResult.model_validate(_result(base, o, cache_dir_was_empty))
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<top>"
+        error = (f"the measurements of this model do not fit the results schema "
+                 f"({where}: {first['msg']}); recorded as an error, the run goes on")
+        return ModelResult(**base, status=STATUS_OF[Category.INFRA], category=Category.INFRA,
+                           error=error, duration_s=o.seconds, notes=o.notes[:64])
+
+
+def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]:
+    category, error = _status(o)
+    result: dict[str, Any] = {**base, "status": STATUS_OF[category], "category": category,
+                              "error": error, "notes": list(o.notes), "duration_s": o.seconds,
+                              "harness_s": _harness(o.all())}
+    c = o.cold[0]
+    if not c.ok or c.compile is None:
+        return result
+    colds = [x.compile for x in o.cold if x.ok and x.compile is not None]
+    warms = [x.compile for x in o.timing if x.ok and x.compile is not None]
+    s = o.warm_start if o.warm_start is not None and o.warm_start.ok else None
+    timed = o.timing or [c]
+    latency, speedup = _latency(timed) if o.timing_skipped is None else (None, None)
+    counters = {"cold": c.counters} | ({"warm": o.timing[0].counters} if warms else {}) \
+        | ({"warm_start": s.counters} if s else {})
+    cold_s = _median([x.wall_s for x in colds])
+    result.update(
+        latency=latency, speedup=speedup, timing_skipped=o.timing_skipped,
+        compile={"cold_s": cold_s, "warm_s": _median([x.wall_s for x in warms]),
+                 "cold_samples_s": [x.wall_s for x in colds],
+                 "cold_cpu_samples_s": [x.cpu_s for x in colds if x.cpu_s is not None],
+                 "warm_samples_s": [x.wall_s for x in warms],
+                 "cold_concurrent": o.cold_concurrent, "import_s": c.import_s,
+                 "first_output_s": (c.import_s + cold_s if c.import_s is not None
+                                    and cold_s is not None else None),
+                 "phases": c.compile.phases, "warm_phases": warms[0].phases if warms else {},
+                 "frames": c.compile.frames, "graphs": c.compile.graphs,
+                 "guard_count": c.compile.guard_count,
+                 "warm_start_s": s.compile.wall_s if s and s.compile else None,
+                 "warm_start_phases": s.compile.phases if s and s.compile else {},
+                 "cold_instructions": c.compile.instructions,
+                 "cache_dir_was_empty": was_empty},
+        graph_breaks=c.graph_breaks, recompiles=c.recompiles,
+        cache={"fx": [*c.cache.fx, *(o.timing[0].cache.fx if warms else []),
+                      *(s.cache.fx if s else [])],
+               "aot": [*c.cache.aot, *(o.timing[0].cache.aot if warms else []),
+                       *(s.cache.aot if s else [])],
+               "counters": {k: v for k, v in counters.items() if v is not None},
+               "unknown_reason": c.cache_unknown},
+        accuracy=c.accuracy,
+        memory=next((x.memory for x in timed if x.ok and x.memory is not None), None)
+        or {"unknown_reason": "not measured"},
+    )
+    return result

@@ -1,0 +1,74 @@
+"""A preflight of the host's own noise: ``python -m compilewatch.compiler.hostcheck DEVICE``
+prints a ``HostCheck`` as JSON.
+
+A fixed pure-Python workload is timed over repeats (what a loaded or throttled CPU does to
+launch-bound models and to compile times), and on CUDA a fixed matmul with CUDA events (GPU clock
+stability). The spread is (p90 - p10) / median: robust to one descheduled repeat, sensitive to a
+host that keeps changing speed. Stored with the run and shown in the report; a spread above the
+limits below marks the run ``noisy``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+from compilewatch.core.schema import HostCheck
+
+REPEATS = 40
+CPU_NOISY = 0.25
+GPU_NOISY = 0.05
+
+
+def spread(times: list[float]) -> float:
+    xs = sorted(times)
+    lo, hi = xs[len(xs) // 10], xs[-1 - len(xs) // 10]
+    med = statistics.median(xs)
+    return (hi - lo) / med if med > 0 else 0.0
+
+
+def _cpu_work() -> float:
+    t0 = time.perf_counter()
+    acc = 0
+    for i in range(60_000):
+        acc ^= i * i
+    return time.perf_counter() - t0
+
+
+def cpu_spread(repeats: int = REPEATS) -> float:
+    _cpu_work()
+    return spread([_cpu_work() for _ in range(repeats)])
+
+
+def gpu_spread(repeats: int = REPEATS) -> float | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    for _ in range(20):  # clocks up before measuring them
+        a @ a
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            a @ a
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return spread(times)
+
+
+def check(device: str) -> HostCheck:
+    cpu = cpu_spread()
+    gpu = gpu_spread() if device == "cuda" else None
+    noisy = cpu > CPU_NOISY or (gpu is not None and gpu > GPU_NOISY)
+    detail = f"CPU workload spread {cpu:.1%}" + (f", GPU matmul spread {gpu:.1%}"
+                                                  if gpu is not None else "")
+    return HostCheck(cpu_spread=cpu, gpu_spread=gpu, noisy=noisy, detail=detail)
+
+
+if __name__ == "__main__":
+    print(check(sys.argv[1] if len(sys.argv) > 1 else "cpu").model_dump_json())

@@ -1,0 +1,331 @@
+"""Starting worker processes and making sure nothing of them outlives the run.
+
+A worker runs untrusted model code. It gets an allow-listed environment (no tokens, keys or
+cloud credentials), a marker in that environment so that whatever it starts can be found, a
+parent-death signal, and a hard timeout; after it ends, its process group, anything carrying its
+marker and any orphan re-parented to us are killed. A secret that still reaches its output (a
+model that read a file) is redacted before the output is written anywhere. Temp dirs of a run
+that was SIGKILLed are removed by the next run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import ValidationError
+
+from compilewatch.compiler import proctree
+from compilewatch.compiler.forkserver import PER_CHILD, ForkServer, ForkServerError
+from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
+from compilewatch.compiler.worker import tail
+from compilewatch.core.schema import Category
+
+POLL_S = 0.05
+Isolation = Literal["spawn", "fork"]
+PhaseCallback = Callable[[str], None]
+RUN_PREFIX = "compilewatch-run-"
+
+# What a worker may see of our environment: the toolchain, torch/Triton/CUDA settings, locale.
+ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR", "TEMP",
+         "TMP", "SHELL", "TERM", "PYTHON*", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH",
+         "LIBRARY_PATH", "CPATH", "CC", "CXX", "CUDA_*", "NVIDIA_*", "NCCL_*", "TORCH_*",
+         "TORCHINDUCTOR_*", "TORCHDYNAMO_*", "TRITON_*", "PYTORCH_*", "OMP_*", "MKL_*",
+         "OPENBLAS_*", "KMP_*", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+         "TRANSFORMERS_OFFLINE", "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "TIMM_*",
+         "SOURCE_DATE_EPOCH")
+# Never, even when allowed above: credentials by name.
+DENY = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*", "*_KEY", "*_KEY_*",
+        "*APIKEY*", "*API_KEY*", "GITHUB_*", "ACTIONS_*", "RUNNER_*", "AWS_*", "AZURE_*",
+        "GOOGLE_*", "GCP_*", "GCLOUD_*", "CLOUDSDK_*", "DOCKER_*", "NPM_*", "PYPI_*",
+        "TWINE_*", "SSH_*", "GPG_*", "COMPILEWATCH_DB", "COMPILEWATCH_SIGNING_KEY",
+        "DATABASE_URL", "PG*", "REDIS*")
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def allowed_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Our environment as a worker may see it."""
+    env = dict(os.environ if environ is None else environ)
+    return {k: v for k, v in env.items() if _matches(k, ALLOW) and not _matches(k, DENY)}
+
+
+class Redactor:
+    """Replaces the values of our environment's credentials wherever they appear in text."""
+
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
+        env = dict(os.environ if environ is None else environ)
+        secrets = {v for k, v in env.items() if _matches(k, DENY) and len(v) >= 8}
+        # in JSON a secret may appear escaped
+        secrets |= {json.dumps(s)[1:-1] for s in secrets}
+        self._pattern = re.compile("|".join(re.escape(s) for s in sorted(secrets, key=len,
+                                                                          reverse=True))) \
+            if secrets else None
+
+    def __call__(self, text: str) -> str:
+        return self._pattern.sub("[redacted]", text) if self._pattern else text
+
+
+class Proc(Protocol):
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+
+class _Spawned:
+    """A spawned worker: ``Popen`` whose kill takes its whole process group."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            self.popen.kill()
+        self.popen.wait()
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _owner_alive(root: Path) -> bool:
+    try:
+        pid, started = (int(x) for x in (root / "owner").read_text().split())
+    except (OSError, ValueError):
+        # no owner file yet: a run that is starting, or one from before owners; keep if young
+        try:
+            return time.time() - root.stat().st_mtime < 3600
+        except OSError:
+            return False
+    return proctree.start_time(pid) == started
+
+
+def clean_stale_runs(tmp: Path | None = None) -> list[Path]:
+    """Remove the temp dirs of runs whose process is gone (a SIGKILLed run keeps them)."""
+    removed = []
+    for root in Path(tmp or tempfile.gettempdir()).glob(f"{RUN_PREFIX}*"):
+        if root.is_dir() and not root.is_symlink() and not _owner_alive(root):
+            shutil.rmtree(root, ignore_errors=True)
+            removed.append(root)
+    return removed
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where one worker's files go and how it runs."""
+
+    spec: WorkerSpec
+    env: dict[str, str]
+    timeout_s: float
+    python: str
+    name: str  # unique within the run: files are named after it
+
+
+class Launcher:
+    """Starts workers (spawned or forked), one run's temp root, fork servers and cleanup.
+
+    Use as a context manager: on exit every fork server is closed and any process of the run
+    still alive is killed.
+    """
+
+    def __init__(self, isolation: Isolation = "fork", preload: Iterable[str] = ()) -> None:
+        self.isolation = isolation
+        self.preload = sorted(set(preload))
+        self.redact = Redactor()
+        self._servers: dict[tuple[str, frozenset[tuple[str, str]]], ForkServer | None] = {}
+        self._lock = threading.Lock()
+        self._live: set[int] = set()
+        self._n = 0
+        self.notes: list[str] = []
+        self.root = Path()
+
+    def __enter__(self) -> Launcher:
+        clean_stale_runs()
+        self.root = Path(tempfile.mkdtemp(prefix=RUN_PREFIX))
+        (self.root / "owner").write_text(f"{os.getpid()} {proctree.start_time(os.getpid())}")
+        self._run = self.root.name.removeprefix(RUN_PREFIX)
+        self._started = proctree.now_ticks()
+        proctree.become_subreaper()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for server in self._servers.values():
+            if server is not None:
+                server.close()
+        proctree.kill_all(proctree.marked(self._run))
+        proctree.reap_strays(since=self._started)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def workdir(self, name: str) -> Path:
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def prepare(self, python: str, env: dict[str, str]) -> None:
+        """Start the fork server for ``python`` and ``env`` now, in the calling thread (it dies
+        with the thread that started it: the main thread, or a pool thread that lives as long
+        as the loop)."""
+        if self.isolation == "fork":
+            self._server(python, env)
+
+    def _server(self, python: str, env: dict[str, str]) -> ForkServer | None:
+        env = {k: v for k, v in env.items() if k not in PER_CHILD}
+        key = (python, frozenset(env.items()))
+        with self._lock:
+            if key not in self._servers:
+                try:
+                    log = self.root / f"forkserver-{len(self._servers)}.log"
+                    self._servers[key] = ForkServer(python, env, log, self.preload)
+                except (ForkServerError, OSError) as e:
+                    self.notes.append(f"fork server unavailable, workers spawned: {e}")
+                    self._servers[key] = None
+            server = self._servers[key]
+        return server if server is not None and server.alive else None
+
+    def run(self, launch: Launch, on_phase: PhaseCallback) -> tuple[WorkerOutput, float]:
+        """Run one worker to completion, timeout or death; never raises for the worker's
+        sake. Returns its output (a synthesized failure when it wrote none) and its seconds."""
+        with self._lock:
+            self._n += 1
+            marker = f"{self._run}-{self._n}"
+        work = self.workdir(launch.name)
+        spec = launch.spec.model_copy(update={"out": str(work / "out.json"),
+                                              "status_file": str(work / "status")})
+        spec_path, log_path = work / "spec.json", work / "log"
+        spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
+        env = {**launch.env, proctree.MARKER: marker, "COMPILEWATCH_PARENT": str(os.getpid())}
+        start = time.monotonic()
+        try:
+            proc, import_s = self._start(launch, spec_path, env, log_path, work)
+        except OSError as e:
+            return _failed(spec, Category.INFRA, f"cannot start worker {launch.python}: {e}"), 0.0
+        with self._lock:
+            self._live.add(proc.pid)
+        last, timed_out = "", False
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - start > launch.timeout_s:
+                    timed_out = True
+                    break
+                phase = _read(spec.status_file)
+                if phase and phase != last:
+                    last = phase
+                    on_phase(phase)
+                time.sleep(POLL_S)
+        finally:
+            # Always, also after a normal exit and when we are interrupted (Ctrl-C, a cancelled
+            # CI job): the worker, its compile workers and whatever it started must not outlive
+            # it, or they hold the GPU and skew the next measurement.
+            proc.kill()
+            proctree.kill_all(proctree.marked(marker))
+            with self._lock:
+                self._live.discard(proc.pid)
+        seconds = time.monotonic() - start
+        return self._outcome(spec, proc, timed_out, last, log_path, import_s, launch), seconds
+
+    def _start(self, launch: Launch, spec_path: Path, env: dict[str, str], log: Path,
+               work: Path) -> tuple[Proc, float | None]:
+        if self.isolation == "fork":
+            server = self._server(launch.python, launch.env)
+            if server is not None and server.accepts(env):
+                try:
+                    return server.launch(spec_path, env, log, work), server.import_s
+                except ForkServerError as e:
+                    self.notes.append(f"fork server failed, worker spawned: {e}")
+        with open(log, "wb") as out:
+            popen = subprocess.Popen(
+                [launch.python, "-m", "compilewatch.compiler.worker", str(spec_path)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                cwd=work, start_new_session=True)
+        return _Spawned(popen), None
+
+    def _outcome(self, spec: WorkerSpec, proc: Proc, timed_out: bool, last: str, log: Path,
+                 import_s: float | None, launch: Launch) -> WorkerOutput:
+        out = Path(spec.out)
+        if out.is_file():  # a worker that wrote its result and then hung at exit still counts
+            text = self.redact(out.read_text(encoding="utf-8", errors="replace"))
+            try:
+                output = WorkerOutput.model_validate_json(text)
+            except ValidationError as e:
+                return _failed(spec, Category.INFRA, "the worker's output does not fit the "
+                               f"protocol: {_first_errors(e)}")
+            if import_s is not None and output.import_s is None:
+                output = output.model_copy(update={"import_s": import_s})
+            return output
+        log_tail = self.redact(_tail(log))
+        if timed_out:
+            return _failed(spec, Category.TIMEOUT, f"no result after {launch.timeout_s:g} s "
+                           f"(last phase: {last or 'start'}); killed\n{log_tail}")
+        code = proc.poll()
+        code = -signal.SIGKILL if code is None else code
+        how = (f"killed by {_signal_name(code)}" + (" (possibly out of memory)"
+                                                     if code == -9 else "")
+               if code < 0 else f"exited with status {code}")
+        return _failed(spec, Category.CRASH, f"worker {how} without a result in phase "
+                       f"{last or 'start'}\n{log_tail}")
+
+
+def base_env() -> dict[str, str]:
+    """What every worker of this run sees: the allowed environment plus the cache settings."""
+    return {**allowed_env(), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+            "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def worker_env(cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**base_env(), "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
+           "TRITON_CACHE_DIR": str(cache_dir / "triton")}
+    env.update(extra or {})
+    return env
+
+
+def _failed(spec: WorkerSpec, category: Category, error: str) -> WorkerOutput:
+    return WorkerOutput(ok=False, phase=spec.phase, category=category, error=tail(error))
+
+
+def _first_errors(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:3]:
+        where = ".".join(str(p) for p in e["loc"]) or "<top>"
+        parts.append(f"{where}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
+def _tail(path: Path) -> str:
+    """The end of a worker's log, cut and cleaned like the worker's own error tails."""
+    try:
+        return tail(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return ""

@@ -1,0 +1,147 @@
+"""Processes as Linux shows them in /proc: a process tree's CPU time, and finding and killing
+whatever a worker left behind.
+
+A worker's compile spreads over processes (Inductor's compile workers, the C++ compiler,
+ptxas), so its CPU time is summed over its live descendants plus what it reaped. A model can
+also start processes that leave the worker's process group and session (``setsid``): those are
+found by the marker every worker's environment carries (``COMPILEWATCH_JOB``), which children
+inherit, and by parent id when they were re-parented to us (we are a child subreaper).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+from collections.abc import Iterator
+from contextlib import suppress
+
+MARKER = "COMPILEWATCH_JOB"
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_parent(expected_parent: int | None = None) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies; if the parent is already
+    gone (we were re-parented before asking), exit now."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(137)
+
+
+def become_subreaper() -> bool:
+    """Orphans among our descendants (a worker's ``setsid`` grandchild) become our children, not
+    init's, so the run can still find and kill them."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    # the command name is in parentheses and may hold spaces: split after its last ')'
+    return text[text.rfind(")") + 2:].split()
+
+
+def _pids() -> Iterator[int]:
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    for name in names:
+        if name.isdigit():
+            yield int(name)
+
+
+def parent_of(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
+
+
+def start_time(pid: int) -> int | None:
+    """Clock ticks after boot when ``pid`` started: with the pid, identifies one process."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        ppid = parent_of(pid)
+        if ppid is not None:
+            children.setdefault(ppid, []).append(pid)
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds of this process, the children it reaped, and its live descendants."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = me.ru_utime + me.ru_stime + reaped.ru_utime + reaped.ru_stime
+    for pid in descendants(os.getpid()):
+        fields = _stat(pid)
+        if fields:
+            total += (int(fields[11]) + int(fields[12])) / _TICK
+    return total
+
+
+def _environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def marked(value: str) -> list[int]:
+    """Processes whose environment carries ``COMPILEWATCH_JOB=value``."""
+    needle = f"{MARKER}={value}".encode()
+    me = os.getpid()
+    return [pid for pid in _pids() if pid != me and _environ_has(pid, needle)]
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def now_ticks() -> int:
+    """Now, in the clock ticks after boot that ``start_time`` uses."""
+    with open("/proc/uptime", encoding="ascii") as f:
+        return int(float(f.read().split()[0]) * _TICK)
+
+
+def reap_strays(since: int) -> list[int]:
+    """Kill and reap our children that started after ``since`` in a session of their own:
+    orphans a worker left (re-parented to us, the subreaper), never our own helpers."""
+    me, session = os.getpid(), os.getsid(0)
+    strays = []
+    for pid in _pids():
+        fields = _stat(pid)
+        if fields and int(fields[1]) == me and int(fields[19]) >= since:
+            with suppress(ProcessLookupError, PermissionError):
+                if os.getsid(pid) != session:
+                    strays.append(pid)
+    kill_all(strays)
+    for pid in strays:
+        with suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
+    return strays

@@ -1,0 +1,121 @@
+"""What crosses the process boundary between the parent (``runner``) and a worker process.
+
+Both directions are typed and validated: the spec the parent writes, and the output the worker
+writes. The worker's output is untrusted in the sense that a model can make a worker write
+anything (or nothing): an output that does not fit is recorded as that model's error, never a
+crash of the run. The pieces reuse the results schema's own types, so assembling a
+``ModelResult`` from outputs is a mapping, not a translation.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compilewatch.core.schema import (
+    Accuracy,
+    CacheCounters,
+    CacheKey,
+    Category,
+    Config,
+    GraphBreak,
+    Memory,
+    Recompile,
+    Seconds,
+    Sha256,
+    Short,
+    Text,
+)
+
+# cold: first compile on an empty cache dir. warm: a new process on a cold process's cache dir,
+# which also times steady state (a "timing process"). warm_start: an empty cache dir with a
+# portable cache artifact loaded first.
+Phase = Literal["cold", "warm", "warm_start"]
+Floats = Annotated[list[Annotated[float, Field(ge=0)]], Field(max_length=100_000)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class WorkerSpec(_Frozen):
+    """One worker process's task: which model, which phase, and what to do in it."""
+
+    suite: str  # as the user passed it; the worker resolves it again (never a pickled model)
+    model: str
+    config: Config
+    phase: Phase
+    large: bool  # real model sizes (GPU) or small ones (CPU)
+    rounds: int = Field(ge=1)
+    block_ms: float = Field(gt=0)
+    time_steady_state: bool = False
+    measure_memory: bool = False
+    check_accuracy: bool = False
+    save_artifact: str | None = None
+    load_artifact: str | None = None
+    trace_dir: str | None = None  # keep the structured trace of this compile here
+    pin_cpus: tuple[int, ...] = ()
+    gpu_warmup_s: float = Field(0.0, ge=0)
+    out: str
+    status_file: str
+
+
+class CompileSample(_Frozen):
+    """The first compiled call in this process (the compile), and what torch recorded of it."""
+
+    wall_s: Seconds
+    cpu_s: Seconds | None = None  # the worker's process tree, compile workers included
+    instructions: int | None = Field(None, ge=0)
+    phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
+    frames: int = Field(0, ge=0)
+    graphs: int = Field(0, ge=0)
+    guard_count: int | None = Field(None, ge=0)
+
+
+class LatencySample(_Frozen):
+    """Interleaved eager/compiled blocks of one process (per-call microseconds)."""
+
+    timer: Short
+    calls_per_block: int = Field(ge=1)
+    eager_us: Floats
+    compiled_us: Floats
+    host_fraction: float | None = Field(None, ge=0)
+    cpus: tuple[int, ...] = ()
+
+
+class SavedArtifact(_Frozen):
+    """The portable cache this process saved, or why it could not."""
+
+    size_bytes: int | None = Field(None, ge=1)
+    sha256: Sha256 | None = None
+    fx_keys: list[Short] = Field(default_factory=list, max_length=1024)
+    aot_keys: list[Short] = Field(default_factory=list, max_length=1024)
+    unsupported: Text | None = None
+
+
+class CacheLookups(_Frozen):
+    fx: list[CacheKey] = Field(default_factory=list, max_length=1024)
+    aot: list[CacheKey] = Field(default_factory=list, max_length=1024)
+
+
+class WorkerOutput(_Frozen):
+    """Everything one worker process measured; ``ok`` False carries the classified failure."""
+
+    ok: bool
+    phase: Phase
+    category: Category = Category.OK
+    error: Text | None = None
+    compile: CompileSample | None = None
+    import_s: Seconds | None = None  # importing the compiler stack in this process
+    graph_breaks: list[GraphBreak] = Field(default_factory=list, max_length=1024)
+    recompiles: list[Recompile] = Field(default_factory=list, max_length=1024)
+    cache: CacheLookups = CacheLookups()
+    counters: CacheCounters | None = None
+    cache_unknown: Text | None = None
+    accuracy: Accuracy | None = None
+    memory: Memory | None = None
+    latency: LatencySample | None = None
+    artifact: SavedArtifact | None = None
+    harness_s: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
+    notes: list[Text] = Field(default_factory=list, max_length=64)

@@ -1,0 +1,535 @@
+"""The one measuring loop: jobs of one or two sides in, ``JobRun``s out. ``run``, ``nightly``
+and ``pr`` all measure through ``measure``.
+
+Per (model, config) and side it runs ``cold_processes`` cold compiles (each a fresh process on an
+empty cache dir; the first one's dir is kept, and that process also records breaks, recompiles,
+cache keys and accuracy), then ``timing_processes`` timing processes on that warm cache dir
+(each times steady state and gives a warm compile sample), and, where asked, a warm start from a
+cache artifact. With two sides the processes interleave: base and head alternate (ABBA...), the
+cold compiles of a pair run side by side, so host drift hits both alike.
+
+Two lanes: compile-only processes run in a pool of ``compile_slots``; timing processes run one at
+a time (the device lock). With ``overlap`` (a GPU run) the lanes run at once: the GPU times one
+model while the spare cores compile the next; timing processes are pinned to their own cores and
+compiles kept off them. Without it (a CPU run, where timing is on the CPU itself) nothing runs
+beside a timing process, and models are done one after another.
+
+A model whose compiled code is the same on both sides by construction (one frame, one graph, no
+break, equal FX and AOT keys, same environment) is not timed: its result says why
+(``timing_skipped``), unless ``measure_all``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import shutil
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from compilewatch.compiler import artifacts
+from compilewatch.compiler.assemble import Outputs, assemble
+from compilewatch.compiler.plan import Job
+from compilewatch.compiler.processes import Isolation, Launch, Launcher, worker_env
+from compilewatch.compiler.protocol import Phase, WorkerOutput, WorkerSpec
+from compilewatch.core.errors import CacheArtifactError
+from compilewatch.core.schema import STATUS_OF, Category, ModelResult
+
+
+@dataclass(frozen=True)
+class WarmCache:
+    """Where to look for published cache artifacts, and the environment they must match."""
+
+    root: Path
+    fingerprint: str
+    torch_version: str
+    trusted_keys: tuple[str, ...] = ()  # public keys whose signed manifests may be loaded
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to measure one side; one object handed down instead of loose flags."""
+
+    rounds: int = 30
+    block_ms: float = 20.0
+    timeout_s: float = 900.0
+    cold_processes: int = 1
+    timing_processes: int = 1  # 0: the first cold process times steady state itself
+    measure: bool = True  # time steady state at all (False: compile and check only)
+    cache_root: Path | None = None  # reuse (not cold) when set
+    python: str = ""
+    extra_env: dict[str, str] = field(default_factory=dict)
+    artifact_dir: Path | None = None  # save each first cold compile's artifact here, verify it
+    warm_cache: WarmCache | None = None  # load a published artifact for a warm-start compile
+    pin_cpus: tuple[int, ...] = ()  # timing processes run on these cores
+    gpu_warmup_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """How the loop runs its processes, for all sides alike."""
+
+    isolation: Isolation = "fork"
+    compile_slots: int = 1
+    overlap: bool = False
+    measure_all: bool = False  # time models that are unchanged by construction too
+    same_environment: bool = True  # both sides in one interpreter and environment
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """A job's result, plus the cache artifact its cold compile saved and the verdict on it."""
+
+    result: ModelResult
+    artifact: Path | None = None
+    artifact_info: dict[str, Any] = field(default_factory=dict)
+    rejected: str | None = None  # why the artifact may not be published; None: verified
+
+
+@dataclass(frozen=True)
+class Side:
+    name: str  # "run", "base" or "head"
+    jobs: list[Job]
+    opts: RunOptions
+
+
+@dataclass(frozen=True)
+class Event:
+    """What the loop tells its caller: a process started or changed phase, or a model ended."""
+
+    kind: Literal["phase", "done"]
+    side: str
+    job: Job
+    text: str = ""
+    run: JobRun | None = None
+    finished: int = 0
+    total: int = 0
+
+
+OnEvent = Callable[[Event], None]
+Ident = tuple[str, str, str]
+
+# process kinds: a compile-only process, or a timing one (runs in the device lane)
+Kind = Literal["cold", "timing", "warm_start"]
+
+
+def ident(job: Job) -> Ident:
+    return job.suite.name, job.spec.name, job.config.slug
+
+
+def precheck(job: Job, opts: RunOptions) -> tuple[Category, str] | None:
+    """Skips we can decide without a process: wrong device, missing packages."""
+    if job.config.device not in job.spec.devices:
+        return Category.UNSUPPORTED, f"skipped: {job.spec.name} does not run on " \
+                                     f"{job.config.device}"
+    if not opts.python or os.path.realpath(opts.python) == os.path.realpath(_executable()):
+        missing = job.spec.missing_packages()
+        if missing:
+            return Category.PACKAGE_MISSING, f"skipped: package not installed: " \
+                                             f"{', '.join(missing)}"
+    return None
+
+
+def _executable() -> str:
+    import sys
+
+    return sys.executable
+
+
+@dataclass(order=True)
+class _Task:
+    priority: tuple[int, ...]
+    side: str = field(compare=False)
+    job: Job = field(compare=False)
+    kind: Kind = field(compare=False)
+    index: int = field(compare=False)
+
+
+@dataclass
+class _JobState:
+    """One (side, job) in flight."""
+
+    side: Side
+    job: Job
+    order: int
+    outputs: Outputs = field(default_factory=Outputs)
+    cache_dir: Path = Path()
+    was_empty: bool = True
+    pending: int = 0  # tasks submitted or planned, not finished
+    planned: bool = False  # the tasks after the first cold compile are planned
+    artifact: Path | None = None
+    rejected: str | None = None
+    done: bool = False
+    result: JobRun | None = None
+
+
+class Loop:
+    """One ``measure`` call's state; see the module docstring for what it does."""
+
+    def __init__(self, sides: Sequence[Side], settings: LoopSettings, on_event: OnEvent,
+                 launcher: Launcher) -> None:
+        self.sides = {s.name: s for s in sides}
+        self.settings = settings
+        self.on_event = on_event
+        self.launcher = launcher
+        self.states: dict[tuple[str, Ident], _JobState] = {}
+        self.order: list[Ident] = []
+        self.compile_queue: list[_Task] = []
+        self.timing_queue: list[_Task] = []
+        self.running_compiles = 0
+        self.running_timing = 0
+        self.finished = 0
+        self.results: dict[str, list[JobRun]] = {s.name: [] for s in sides}
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+
+    # --- planning ------------------------------------------------------------------------
+
+    def plan(self) -> None:
+        idents: dict[Ident, None] = {}
+        for side in self.sides.values():
+            for job in side.jobs:
+                idents.setdefault(ident(job))
+        self.order = list(idents)
+        for n, key in enumerate(self.order):
+            for side in self._sides_in_order(n):
+                job = next((j for j in side.jobs if ident(j) == key), None)
+                if job is None:
+                    continue
+                st = _JobState(side, job, n)
+                self.states[(side.name, key)] = st
+                skip = precheck(job, side.opts)
+                if skip:
+                    self._finish_skipped(st, *skip)
+                    continue
+                self._prepare_dir(st)
+                self._push(st, "cold", 1)
+
+    def _sides_in_order(self, n: int, k: int = 0) -> list[Side]:
+        """Base, head for even rounds, head, base for odd ones (ABBA...)."""
+        sides = list(self.sides.values())
+        return sides if (n + k) % 2 == 0 else sides[::-1]
+
+    def _prepare_dir(self, st: _JobState) -> None:
+        opts, job = st.side.opts, st.job
+        stem = artifacts.job_stem(job.suite.name, job.spec.name, job.config.slug)
+        if opts.cache_root is not None:
+            st.cache_dir = opts.cache_root / stem
+        else:
+            st.cache_dir = self.launcher.workdir(f"{st.side.name}-{stem}") / "inductor-cache"
+        st.was_empty = not st.cache_dir.exists() or not any(st.cache_dir.iterdir())
+        st.cache_dir.mkdir(parents=True, exist_ok=True)
+
+    def _push(self, st: _JobState, kind: Kind, index: int) -> None:
+        """Queue a task. Its priority orders the lanes: without overlap, model by model (cold
+        compiles, then timing, then the warm start); with it, the first cold compile of the
+        next model before the extra cold compiles of this one, so the timing lane is fed. Among
+        the sides, timing processes alternate base/head as ABBA..."""
+        timing = kind == "timing" or self._times_in_cold(st.side.name, kind, index)
+        stage = {"cold": 0, "timing": 1, "warm_start": 2}[kind]
+        names = list(self.sides)
+        pos = names.index(st.side.name)
+        rank = 0 if not timing or len(names) == 1 else (
+            pos if (st.order + index) % 2 == 1 else len(names) - 1 - pos)
+        if self.settings.overlap and not timing:
+            priority = (st.order + index - 1, stage, index, next(self._seq))
+        else:
+            priority = (st.order, stage, index, rank, next(self._seq))
+        task = _Task(priority, st.side.name, st.job, kind, index)
+        heapq.heappush(self.timing_queue if timing else self.compile_queue, task)
+        st.pending += 1
+
+    def _times_in_cold(self, side: str, kind: Kind, index: int) -> bool:
+        """With no timing process (``--no-warm``) the first cold process times steady state."""
+        opts = self.sides[side].opts
+        return kind == "cold" and index == 1 and opts.measure and opts.timing_processes == 0
+
+    def _plan_rest(self, st: _JobState) -> None:
+        """After the first cold compile: the other cold compiles, the timing processes, and
+        a warm start."""
+        st.planned = True
+        opts = st.side.opts
+        first = st.outputs.cold[0]
+        if not first.ok:
+            if opts.artifact_dir is not None:
+                st.rejected = "the cold compile failed; nothing to save"
+            return
+        for i in range(2, opts.cold_processes + 1):
+            self._push(st, "cold", i)
+        if opts.measure:
+            for k in range(1, opts.timing_processes + 1):
+                self._push(st, "timing", k)
+        if opts.artifact_dir is not None and first.artifact and first.artifact.sha256:
+            st.artifact = self._artifact_path(st)
+            self._push(st, "warm_start", 1)
+        elif opts.artifact_dir is not None:
+            st.rejected = (first.artifact.unsupported if first.artifact else None) \
+                or "the cold compile saved no artifact"
+        elif opts.warm_cache is not None:
+            self._push(st, "warm_start", 1)
+
+    def _artifact_path(self, st: _JobState) -> Path:
+        assert st.side.opts.artifact_dir is not None
+        j = st.job
+        return st.side.opts.artifact_dir / artifacts.artifact_name(j.suite.name, j.spec.name,
+                                                                   j.config.slug)
+
+    # --- the unchanged-by-construction rule ------------------------------------------------
+
+    def _maybe_skip_timing(self, key: Ident) -> None:
+        """With both sides' first cold compile done: skip what cannot differ."""
+        if self.settings.measure_all or len(self.sides) != 2:
+            return
+        sts = [self.states.get((s, key)) for s in self.sides]
+        if any(st is None or st.done or not st.outputs.cold for st in sts):
+            return
+        reason = unchanged_reason(*(st.outputs.cold[0] for st in sts),  # type: ignore[union-attr]
+                                  same_environment=self.settings.same_environment)
+        if reason is None:
+            return
+        for st in sts:
+            assert st is not None
+            st.outputs.timing_skipped = reason
+            for queue in (self.compile_queue, self.timing_queue):
+                dropped = [t for t in queue if (t.side, ident(t.job)) == (st.side.name, key)
+                           and t.kind != "warm_start"]
+                for t in dropped:
+                    queue.remove(t)
+                    st.pending -= 1
+                heapq.heapify(queue)
+
+    # --- running ---------------------------------------------------------------------------
+
+    def _spec(self, st: _JobState, kind: Kind, index: int) -> tuple[WorkerSpec, Path]:
+        opts, job = st.side.opts, st.job
+        phase: Phase = "warm" if kind == "timing" else kind
+        times = kind == "timing" or self._times_in_cold(st.side.name, kind, index)
+        first_timing = (kind == "timing" and index == 1) or (times and kind == "cold")
+        pin = opts.pin_cpus if times else self._compile_cpus(opts)
+        cache_dir = st.cache_dir
+        if kind == "cold" and index > 1:
+            cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-cold{index}")
+        elif kind == "warm_start":
+            cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-start")
+        save = str(self._artifact_path(st)) if (kind == "cold" and index == 1
+                                                and opts.artifact_dir is not None) else None
+        spec = WorkerSpec(
+            suite=job.suite.source, model=job.spec.name, config=job.config, phase=phase,
+            large=job.config.device == "cuda", rounds=opts.rounds, block_ms=opts.block_ms,
+            time_steady_state=times, measure_memory=first_timing,
+            check_accuracy=(kind == "cold" and index == 1) or kind == "warm_start",
+            save_artifact=save, pin_cpus=pin,
+            gpu_warmup_s=opts.gpu_warmup_s if times else 0.0, out="", status_file="")
+        return spec, cache_dir
+
+    def _compile_cpus(self, opts: RunOptions) -> tuple[int, ...]:
+        """Compiles beside a pinned timing process keep off its cores."""
+        if not (self.settings.overlap and opts.pin_cpus):
+            return ()
+        try:
+            cpus = os.sched_getaffinity(0) - set(opts.pin_cpus)
+        except AttributeError:
+            return ()
+        return tuple(sorted(cpus))
+
+    def _run(self, task: _Task) -> tuple[_Task, WorkerOutput | None, float]:
+        st = self.states[(task.side, ident(task.job))]
+        spec, cache_dir = self._spec(st, task.kind, task.index)
+        name = f"{task.side}-{task.job.suite.name}-{task.job.spec.name}-{task.job.config.slug}" \
+               f"-{task.kind}{task.index}"
+        if task.kind == "warm_start":
+            loaded = self._artifact_for(st, cache_dir)
+            if loaded is None:
+                return task, None, 0.0  # refused: a note already says why
+            spec = spec.model_copy(update={"load_artifact": str(loaded)})
+        env = worker_env(cache_dir, st.side.opts.extra_env)
+        launch = Launch(spec, env, st.side.opts.timeout_s, st.side.opts.python or _executable(),
+                        name)
+
+        def on_phase(text: str) -> None:
+            self.on_event(Event("phase", task.side, task.job, text))
+
+        output, seconds = self.launcher.run(launch, on_phase)
+        if task.kind == "cold" and task.index > 1:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+        return task, output, seconds
+
+    def _artifact_for(self, st: _JobState, private: Path) -> Path | None:
+        """The artifact a warm start loads: the one just saved (nightly), or a published one,
+        checked; a refused one is a note and the run stays cold."""
+        if st.artifact is not None:
+            return st.artifact
+        wc = st.side.opts.warm_cache
+        assert wc is not None
+        try:
+            return artifacts.select(wc.root, suite=st.job.suite.name, model=st.job.spec.name,
+                                    slug=st.job.config.slug, fingerprint=wc.fingerprint,
+                                    torch_version=wc.torch_version,
+                                    trusted_keys=wc.trusted_keys, private=private)
+        except CacheArtifactError as e:
+            st.outputs.notes.append(f"warm cache refused: {e}")
+            return None
+
+    def _record(self, task: _Task, output: WorkerOutput | None, seconds: float) -> None:
+        key = ident(task.job)
+        st = self.states[(task.side, key)]
+        st.pending -= 1
+        st.outputs.seconds += seconds
+        if task.kind == "cold":
+            assert output is not None
+            st.outputs.cold.append(output)  # the first cold process always ends first
+            if task.index == 1:
+                self._plan_rest(st)
+                self._maybe_skip_timing(key)
+        elif task.kind == "timing":
+            assert output is not None
+            st.outputs.timing.append(output)
+        elif output is not None:
+            self._record_warm_start(st, output)
+        if st.planned and st.pending == 0:
+            self._finish(st)
+
+    def _record_warm_start(self, st: _JobState, output: WorkerOutput) -> None:
+        st.outputs.warm_start = output
+        problem = artifacts.judge(output)
+        if st.artifact is not None:
+            st.rejected = problem
+        elif problem:
+            st.outputs.notes.append(f"warm start from the published artifact: {problem}")
+
+    def _finish(self, st: _JobState) -> None:
+        job = st.job
+        base = {"model": job.spec.name, "suite": job.suite.name, "config": job.config,
+                "tags": list(job.spec.tags)}
+        st.outputs.cold_concurrent = self.settings.compile_slots > 1
+        result = assemble(base, st.outputs, st.was_empty)
+        saved = st.artifact if st.artifact is not None and st.artifact.is_file() else None
+        info = st.outputs.cold[0].artifact.model_dump(exclude_none=True) \
+            if st.outputs.cold and st.outputs.cold[0].artifact else {}
+        rejected = st.rejected if st.side.opts.artifact_dir is not None else None
+        self._done(st, JobRun(result, saved, info, rejected))
+
+    def _finish_skipped(self, st: _JobState, category: Category, why: str) -> None:
+        job = st.job
+        result = ModelResult(model=job.spec.name, suite=job.suite.name, config=job.config,
+                             tags=list(job.spec.tags), status=STATUS_OF[category],
+                             category=category, error=why)
+        st.planned = True
+        self._done(st, JobRun(result))
+
+    def _done(self, st: _JobState, run: JobRun) -> None:
+        st.done, st.result = True, run
+        self.finished += 1
+        self.results[st.side.name].append(run)
+        self.on_event(Event("done", st.side.name, st.job, run=run, finished=self.finished,
+                            total=len(self.states)))
+
+    # --- the lanes ---------------------------------------------------------------------------
+
+    def _can_start(self, timing: bool) -> bool:
+        if self.settings.overlap:
+            if timing:
+                return self.running_timing == 0
+            return self.running_compiles < self.settings.compile_slots
+        if self.running_timing:
+            return False
+        if timing:
+            return self.running_compiles == 0
+        return self.running_compiles < self.settings.compile_slots
+
+    def _next(self) -> _Task | None:
+        """The next task to start, or None. Without overlap, a model's tasks wait for the
+        models before it, and nothing starts beside a timing process."""
+        head = min(self.compile_queue + self.timing_queue, default=None,
+                   key=lambda t: t.priority)
+        if head is None:
+            return None
+        if not self.settings.overlap:
+            timing = head in self.timing_queue
+            if not self._can_start(timing):
+                return None
+            queue = self.timing_queue if timing else self.compile_queue
+            queue.remove(head)
+            heapq.heapify(queue)
+            return head
+        if self.timing_queue and self._can_start(True):
+            return heapq.heappop(self.timing_queue)
+        if self.compile_queue and self._can_start(False):
+            return heapq.heappop(self.compile_queue)
+        return None
+
+    def run(self) -> dict[str, list[JobRun]]:
+        self.plan()
+        running: dict[Future[tuple[_Task, WorkerOutput | None, float]], bool] = {}
+        slots = max(1, self.settings.compile_slots) + 1
+        with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="measure") as pool:
+            try:
+                while self.compile_queue or self.timing_queue or running:
+                    while (task := self._next()) is not None:
+                        timing = task.kind == "timing" or self._times_in_cold(
+                            task.side, task.kind, task.index)
+                        if timing:
+                            self.running_timing += 1
+                        else:
+                            self.running_compiles += 1
+                        running[pool.submit(self._run, task)] = timing
+                    if not running:
+                        break
+                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        timing = running.pop(fut)
+                        if timing:
+                            self.running_timing -= 1
+                        else:
+                            self.running_compiles -= 1
+                        self._record(*fut.result())
+            finally:
+                for fut in running:
+                    fut.cancel()
+        return self.results
+
+
+def unchanged_reason(base: WorkerOutput, head: WorkerOutput, *,
+                     same_environment: bool) -> str | None:
+    """Why the compiled code of both sides is the same by construction, or None.
+
+    One frame and one graph (no graph break, so no eager Python runs between graphs), equal FX
+    graph and AOTAutograd cache keys (the keys hash the graph, its inputs, the config and the
+    torch build), and the same environment: the same code runs, so there is nothing to time.
+    """
+    if not (same_environment and base.ok and head.ok and base.compile and head.compile):
+        return None
+    for out in (base, head):
+        if out.compile.frames != 1 or out.compile.graphs != 1 or out.graph_breaks \
+                or out.recompiles:
+            return None
+    fx = [[k.key for k in o.cache.fx] for o in (base, head)]
+    aot = [[k.key for k in o.cache.aot] for o in (base, head)]
+    if not fx[0] or fx[0] != fx[1] or aot[0] != aot[1]:
+        return None
+    return ("unchanged by construction: one frame, one graph, no graph break, equal FX graph "
+            "and AOTAutograd cache keys and the same environment on both sides, so the same "
+            "compiled code runs; not timed (--measure-all times it)")
+
+
+def measure(sides: Sequence[Side], settings: LoopSettings = LoopSettings(),
+            on_event: OnEvent = lambda _: None, preload: Sequence[str] = ()
+            ) -> dict[str, list[JobRun]]:
+    """Measure every side's jobs; results per side in the order models finished."""
+    with Launcher(settings.isolation, preload) as launcher:
+        for side in sides:
+            launcher.prepare(side.opts.python or _executable(),
+                             worker_env(Path(), side.opts.extra_env))
+        loop = Loop(sides, settings, on_event, launcher)
+        results = loop.run()
+    for side in sides:  # the jobs' own order, whatever order they finished in
+        pos = {ident(j): i for i, j in enumerate(side.jobs)}
+        results[side.name].sort(key=lambda r: pos.get(
+            (r.result.suite, r.result.model, r.result.config.slug), 0))
+    return results
+

@@ -1,0 +1,156 @@
+"""The fault-injection matrix: every way a model can misbehave, measured in one run per isolation
+mode (forked and spawned workers). Each must be recorded with the right status, leave no process
+behind, and leak no secret into any output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from compilewatch.compiler import proctree
+from compilewatch.compiler.plan import Job
+from compilewatch.compiler.processes import RUN_PREFIX, allowed_env, clean_stale_runs
+from compilewatch.compiler.schedule import LoopSettings, RunOptions, Side, measure
+from compilewatch.core.schema import Category, Config, Status
+from compilewatch.suites.loader import load_suite
+
+SECRET = "ghp_thisIsNotARealTokenButLooksLikeOne42"
+# model -> (status, category, a phrase its error must contain)
+FAULTS: dict[str, tuple[Status, Category, str]] = {
+    "raises": (Status.ERROR, Category.EAGER_ERROR, "shapes do not line up"),
+    "aborts": (Status.CRASH, Category.CRASH, "SIGABRT"),
+    "segfaults": (Status.CRASH, Category.CRASH, "SIGSEGV"),
+    "exits": (Status.CRASH, Category.CRASH, "exited with status 3"),
+    "hangs": (Status.TIMEOUT, Category.TIMEOUT, "killed"),
+    "oom": (Status.ERROR, Category.OOM, ""),
+    "wrong_output": (Status.FAIL, Category.ACCURACY, "differs from eager"),
+    "random_output": (Status.FAIL, Category.EAGER_NONDETERMINISTIC, "does not repeat"),
+    "reads_secrets": (Status.ERROR, Category.EAGER_ERROR, "[redacted]"),
+    "spawns_daemon": (Status.PASS, Category.OK, ""),
+    "lingers": (Status.ERROR, Category.EAGER_ERROR, "eager fails after the thread started"),
+}
+
+
+@pytest.fixture(scope="module", params=["fork", "spawn"])
+def faults_run(request: pytest.FixtureRequest, harness_suite: str,
+               tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, Path]:
+    """All faults in one run (a model each), once per isolation mode."""
+    tmp_path = tmp_path_factory.mktemp(f"faults-{request.param}")
+    secret_file, pidfile = tmp_path / "token.txt", tmp_path / "daemon.pid"
+    secret_file.write_text(SECRET)
+    suite = load_suite(harness_suite)
+    jobs = [Job(suite, suite.models[name], Config()) for name in FAULTS]
+    # compile and check only (no timing), four at a time: the hang waits out its timeout
+    # beside the others
+    opts = RunOptions(rounds=3, block_ms=2.0, timeout_s=90, measure=False,
+                      python=sys.executable,
+                      extra_env={"CW_TEST_LEAK_FILE": str(secret_file),
+                                 "CW_TEST_PIDFILE": str(pidfile)})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GITHUB_TOKEN", SECRET)
+        mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET + "aws")
+        runs = measure([Side("run", jobs, opts)],
+                       LoopSettings(isolation=request.param, compile_slots=4))["run"]
+    return {r.result.model: r.result for r in runs}, pidfile, tmp_path
+
+
+def test_every_fault_is_recorded_with_its_status(faults_run: tuple[dict, Path, Path]) -> None:
+    results, _, _ = faults_run
+    for name, (status, category, phrase) in FAULTS.items():
+        r = results[name]
+        assert (r.status, r.category) == (status, category), (name, r.error)
+        assert phrase in (r.error or ""), (name, r.error)
+
+
+def test_no_secret_reaches_any_output(faults_run: tuple[dict, Path, Path]) -> None:
+    results, _, _ = faults_run
+    text = json.dumps([r.model_dump(mode="json") for r in results.values()])
+    assert SECRET not in text
+    # the environment a worker saw held no credential at all
+    assert "environment credentials: {}" in results["reads_secrets"].error
+
+
+def test_no_process_is_left_behind(faults_run: tuple[dict, Path, Path]) -> None:
+    _, pidfile, _ = faults_run
+    daemon = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert proctree.start_time(daemon) is None or _zombie(daemon), \
+        "the model's setsid grandchild outlived its worker"
+    leftovers = [p for p in proctree.descendants(os.getpid()) if not _zombie(p)]
+    assert leftovers == []
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_the_allowed_environment_drops_credentials() -> None:
+    env = {"PATH": "/bin", "HOME": "/root", "GITHUB_TOKEN": "t", "HF_TOKEN": "t",
+           "AWS_ACCESS_KEY_ID": "k", "TORCH_LOGS": "+dynamo", "CUDA_VISIBLE_DEVICES": "0",
+           "PYTHONPATH": "/x", "COMPILEWATCH_DB": "postgresql://u:pw@h/db", "MY_API_KEY": "k",
+           "TRITON_CACHE_DIR": "/t", "SSH_AUTH_SOCK": "/s", "RANDOM_THING": "x",
+           "ACTIONS_RUNTIME_TOKEN": "t", "COMPILEWATCH_SIGNING_KEY": "pem"}
+    assert allowed_env(env) == {"PATH": "/bin", "HOME": "/root", "TORCH_LOGS": "+dynamo",
+                                "CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": "/x",
+                                "TRITON_CACHE_DIR": "/t"}
+
+
+def _run_tree(pid: int) -> list[int]:
+    return [p for p in proctree.descendants(pid) if not _zombie(p)]
+
+
+@pytest.mark.parametrize("isolation", ["fork", "spawn"])
+def test_a_sigkilled_run_takes_its_workers_along_and_the_next_run_cleans_up(
+        isolation: str, harness_suite: str, tmp_path: Path) -> None:
+    """``kill -9`` of ``compilewatch run``: the worker (and the fork server) die with it
+    (parent-death signal), and the temp dirs it left are removed by the next run."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compilewatch.bot.cli", "run", "--suite", harness_suite,
+         "--model", "hangs", "--no-warm", "--no-db", "--isolation", isolation,
+         "--out", str(tmp_path / "r.json")],
+        env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    tree: list[int] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        tree = _run_tree(proc.pid)
+        if any(b"compilewatch.compiler.worker" in _cmdline(p) or _is_forked_worker(p)
+               for p in tree):
+            break
+        time.sleep(0.2)
+    assert tree, "no worker started"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(not _zombie(p) for p in tree):
+        time.sleep(0.2)
+    assert [p for p in tree if not _zombie(p)] == [], "a worker outlived a SIGKILLed run"
+    left = list(tmp.glob(f"{RUN_PREFIX}*"))
+    assert left, "the killed run left no temp dir (nothing to clean: check the test)"
+    assert clean_stale_runs(tmp) == left and not list(tmp.glob(f"{RUN_PREFIX}*"))
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _is_forked_worker(pid: int) -> bool:
+    """A child of the fork server (its command line is the server's)."""
+    parent = proctree.parent_of(pid)
+    return parent is not None and b"compilewatch.compiler.forkserver" in _cmdline(parent)
