@@ -160,7 +160,8 @@ class Launcher:
         self.redact = Redactor()
         self._servers: dict[tuple[str, frozenset[tuple[str, str]]], ForkServer | None] = {}
         self._lock = threading.Lock()
-        self._live: set[int] = set()
+        self._live: dict[int, Proc] = {}
+        self._aborting = False
         self._n = 0
         self.notes: list[str] = []
         self.root = Path()
@@ -182,6 +183,15 @@ class Launcher:
         proctree.reap_strays(since=self._started)
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def abort(self) -> None:
+        """Kill every live worker now (the run is being stopped): the threads waiting for them
+        return at once, and no new worker survives its start."""
+        with self._lock:
+            self._aborting = True
+            live = list(self._live.values())
+        for proc in live:
+            proc.kill()
+
     def workdir(self, name: str) -> Path:
         path = self.root / name
         path.mkdir(parents=True, exist_ok=True)
@@ -200,8 +210,12 @@ class Launcher:
         with self._lock:
             if key not in self._servers:
                 try:
-                    log = self.root / f"forkserver-{len(self._servers)}.log"
-                    self._servers[key] = ForkServer(python, env, log, self.preload)
+                    n = len(self._servers)
+                    log = self.root / f"forkserver-{n}.log"
+                    # the server never compiles, but torch may touch its cache dir on import:
+                    # one of the run's own, not the user's default
+                    own = {"TORCHINDUCTOR_CACHE_DIR": str(self.workdir(f"forkserver-{n}"))}
+                    self._servers[key] = ForkServer(python, {**env, **own}, log, self.preload)
                 except (ForkServerError, OSError) as e:
                     self.notes.append(f"fork server unavailable, workers spawned: {e}")
                     self._servers[key] = None
@@ -226,7 +240,9 @@ class Launcher:
         except OSError as e:
             return _failed(spec, Category.INFRA, f"cannot start worker {launch.python}: {e}"), 0.0
         with self._lock:
-            self._live.add(proc.pid)
+            self._live[proc.pid] = proc
+            if self._aborting:
+                proc.kill()
         last, timed_out = "", False
         try:
             while proc.poll() is None:
@@ -245,7 +261,7 @@ class Launcher:
             proc.kill()
             proctree.kill_all(proctree.marked(marker))
             with self._lock:
-                self._live.discard(proc.pid)
+                self._live.pop(proc.pid, None)
         seconds = time.monotonic() - start
         return self._outcome(spec, proc, timed_out, last, log_path, import_s, launch), seconds
 

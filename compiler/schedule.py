@@ -488,9 +488,13 @@ class Loop:
                         else:
                             self.running_compiles -= 1
                         self._record(*fut.result())
-            finally:
+            except BaseException:
+                # Stopped (Ctrl-C, SIGTERM, a bug): kill the workers, or the pool would wait for
+                # them to finish on their own, for as long as a hung model hangs.
+                self.launcher.abort()
                 for fut in running:
                     fut.cancel()
+                raise
         return self.results
 
 

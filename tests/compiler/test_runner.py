@@ -112,7 +112,7 @@ def test_worker_output_is_json_even_for_infra_errors(tmp_path):
     """A spec naming a model that does not exist is an infra error, written, not a crash."""
     spec = {"suite": "micro", "model": "no_such_model", "phase": "cold",
             "config": Config().model_dump(), "rounds": 1, "block_ms": 1.0, "large": False,
-            "out": str(tmp_path / "out.json")}
+            "out": str(tmp_path / "out.json"), "status_file": str(tmp_path / "status")}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     subprocess.run([sys.executable, "-m", "compilewatch.compiler.worker",
                     str(tmp_path / "spec.json")], check=True, timeout=120)
@@ -122,17 +122,22 @@ def test_worker_output_is_json_even_for_infra_errors(tmp_path):
 
 
 def _workers(pid: int) -> list[int]:
-    """Worker processes whose parent is ``pid`` (from /proc: no extra dependency)."""
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and b"compilewatch.compiler.worker" in cmdline:
-            kids.append(int(stat.parent.name))
-    return kids
+    """The run's processes below ``pid`` once a worker exists (spawned, or forked from the
+    fork server), from /proc."""
+    from compilewatch.compiler import proctree
+
+    tree = proctree.descendants(pid)
+    cmd = {p: _cmdline(p) for p in tree}
+    forked = [p for p in tree if b"forkserver" in cmd.get(proctree.parent_of(p) or 0, b"")]
+    spawned = [p for p in tree if b"compilewatch.compiler.worker" in cmd[p]]
+    return tree if forked or spawned else []
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _alive(pid: int) -> bool:
