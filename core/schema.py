@@ -43,11 +43,11 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 
 # Limits on one results file (docs/security.md gives the reason and the cost of each).
 MAX_FILE_BYTES = 64 * 1024 * 1024  # read no further
-MAX_CONTAINERS = 1_000_000  # arrays and objects; an honest 20,000-model file has about 500,000
+MAX_CONTAINERS = 1_000_000  # arrays and objects; 2,000 honest results hold about 50,000
 MAX_DEPTH = 32  # nesting of arrays and objects; the schema itself needs 7
 MAX_INT_CHARS = 20  # an integer's token: a sign and the 19 digits of a signed 64-bit integer
-MAX_MODELS = 20_000  # results
-MAX_FILE_SAMPLES = 200_000  # timing samples (eager_us + compiled_us) over all results
+MAX_MODELS = 2_000  # results (compare and render cost about 40 ms each)
+MAX_FILE_SAMPLES = 100_000  # timing samples (eager_us + compiled_us) over all results
 MAX_MODEL_SAMPLES = 10_000  # timing samples of one result (the bootstrap holds 2,000 copies)
 MAX_SHORT_CHARS = 256  # a short string: versions, phase and component names, times
 MAX_TEXT_CHARS = 8192  # a text: error tails, graph-break and recompile reasons, notes
