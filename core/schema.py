@@ -4,36 +4,83 @@ A results file is the only thing that crosses from an (untrusted) GPU job to the
 that posts, so reading is strict: unknown fields, non-finite numbers, oversized strings or lists
 and names outside a safe alphabet are rejected with an error naming the field. Older versions are
 upgraded by the functions in ``UPGRADERS`` before validation. Documented in docs/results-schema.md.
+
+Reading is also bounded: every limit below is checked as early as it can be, so that a hostile
+file costs little before it is refused (docs/security.md): the size before reading, the nesting
+and the number of arrays and objects before decoding, integers, duplicate keys and non-finite
+numbers while decoding, the counts of models and timing samples before pydantic, the rest (string
+lengths, integer ranges, characters a database cannot store) by pydantic, naming the field.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import itertools
 import json
 import os
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from compilewatch.core.errors import ResultsFileError
 from compilewatch.core.files import write_atomic
 
 SCHEMA_VERSION = 2
-MAX_FILE_BYTES = 64 * 1024 * 1024
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 
+# Limits on one results file (docs/security.md gives the reason and the cost of each).
+MAX_FILE_BYTES = 64 * 1024 * 1024  # read no further
+MAX_CONTAINERS = 1_000_000  # arrays and objects; 2,000 honest results hold about 50,000
+MAX_DEPTH = 32  # nesting of arrays and objects; the schema itself needs 7
+MAX_INT_CHARS = 20  # an integer's token: a sign and the 19 digits of a signed 64-bit integer
+MAX_MODELS = 2_000  # results (compare and render cost about 40 ms each)
+MAX_FILE_SAMPLES = 100_000  # timing samples (eager_us + compiled_us) over all results
+MAX_MODEL_SAMPLES = 10_000  # timing samples of one result (the bootstrap holds 2,000 copies)
+MAX_SHORT_CHARS = 256  # a short string: versions, phase and component names, times
+MAX_TEXT_CHARS = 8192  # a text: error tails, graph-break and recompile reasons, notes
+INT32_MAX = 2**31 - 1  # what an INTEGER column holds (4 bytes on Postgres)
+INT64_MAX = 2**63 - 1  # what a BIGINT column (and any SQLite integer) holds
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    """Refuse what no database column, and no UTF-8 file, can hold: NUL, and the lone
+    surrogates that JSON's ``\\ud800`` escapes can smuggle into a string."""
+    if "\x00" in text:
+        raise ValueError("contains a NUL character (\\u0000), which a database cannot store")
+    if not text.isascii() and _SURROGATE.search(text):
+        raise ValueError("contains a lone surrogate (\\ud800-\\udfff), which is not valid UTF-8")
+    return text
+
+
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
-Short = Annotated[str, StringConstraints(max_length=256)]
-Text = Annotated[str, StringConstraints(max_length=8192)]
+Short = Annotated[str, StringConstraints(max_length=MAX_SHORT_CHARS), AfterValidator(_storable)]
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS), AfterValidator(_storable)]
+# Integers are bounded by the column that stores them, so that no database refuses a valid file.
+Count32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Positive32 = Annotated[int, Field(ge=1, le=INT32_MAX)]
+Count64 = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Positive64 = Annotated[int, Field(ge=1, le=INT64_MAX)]
 Hash = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{1,128}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 CommitSha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 RunId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{8,64}$")]
 Seconds = Annotated[float, Field(ge=0.0)]
-Samples = Annotated[list[Annotated[float, Field(ge=0.0)]], Field(max_length=100_000)]
+Samples = Annotated[list[Annotated[float, Field(ge=0.0)]], Field(max_length=MAX_MODEL_SAMPLES)]
 
 
 class _Model(BaseModel):
@@ -124,21 +171,21 @@ class Latency(_Model):
 
     method: Short
     timer: Short
-    calls_per_block: int = Field(ge=1)
+    calls_per_block: Positive64
     eager_us: Samples
     compiled_us: Samples
     eager_median_us: float = Field(ge=0)
     compiled_median_us: float = Field(ge=0)
     compiled_ci_us: Interval | None = None
-    processes: int = Field(1, ge=1)
+    processes: Positive64 = 1
     # samples of each timing process, in order (the samples are stored process after process);
     # empty in version 1, where processes of equal size are assumed
-    process_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list,
+    process_sizes: list[Positive64] = Field(default_factory=list,
                                                               max_length=1024)
     # host launch time over GPU time per block: near 1, the GPU waits for the CPU (launch-bound)
     host_fraction: float | None = Field(None, ge=0)
     launch_bound: bool | None = None
-    pinned_cpus: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=1024)
+    pinned_cpus: list[Count32] = Field(default_factory=list, max_length=1024)
 
     def per_process(self) -> list[tuple[list[float], list[float]]]:
         """(eager, compiled) samples of each timing process."""
@@ -187,10 +234,10 @@ class Compile(_Model):
     phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     warm_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     warm_start_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
-    frames: int = Field(0, ge=0)
-    graphs: int = Field(0, ge=0)
-    guard_count: int | None = Field(None, ge=0)
-    cold_instructions: int | None = Field(None, ge=0)
+    frames: Count32 = 0
+    graphs: Count32 = 0
+    guard_count: Count32 | None = None
+    cold_instructions: Count64 | None = None
     cache_dir_was_empty: bool = True
 
 
@@ -198,7 +245,7 @@ class GraphBreak(_Model):
     """One distinct graph break: torch's reason, how often, and where in the user's code."""
 
     reason: Text
-    count: int = Field(1, ge=1)
+    count: Positive32 = 1
     gb_id: Short | None = None  # torch's stable graph-break id (GB0000...), where it has one
     kind: Short | None = None  # torch's graph-break type, e.g. "Data-dependent branching"
     location: Short | None = None  # the user's file:line
@@ -221,12 +268,12 @@ class CacheKey(_Model):
 
 
 class CacheCounters(_Model):
-    fx_hit: int = Field(0, ge=0)
-    fx_miss: int = Field(0, ge=0)
-    fx_bypass: int = Field(0, ge=0)
-    aot_hit: int = Field(0, ge=0)
-    aot_miss: int = Field(0, ge=0)
-    aot_bypass: int = Field(0, ge=0)
+    fx_hit: Count64 = 0
+    fx_miss: Count64 = 0
+    fx_bypass: Count64 = 0
+    aot_hit: Count64 = 0
+    aot_miss: Count64 = 0
+    aot_bypass: Count64 = 0
 
 
 class Cache(_Model):
@@ -250,8 +297,8 @@ class Accuracy(_Model):
 
 
 class Memory(_Model):
-    eager_peak_bytes: int | None = Field(None, ge=0)
-    compiled_peak_bytes: int | None = Field(None, ge=0)
+    eager_peak_bytes: Count64 | None = None
+    compiled_peak_bytes: Count64 | None = None
     unknown_reason: Short | None = None
 
 
@@ -292,6 +339,14 @@ class ModelResult(_Model):
     timing_skipped: Text | None = None
     diagnostics: Diagnostics | None = None
 
+    @model_validator(mode="after")
+    def _break_count_fits(self) -> ModelResult:
+        # Stored as the result's graph_break_count, an INTEGER column.
+        if self.break_count > INT32_MAX:
+            raise ValueError(f"graph_breaks: the counts add up to {self.break_count}, over "
+                             f"{INT32_MAX}")
+        return self
+
     @property
     def ident(self) -> tuple[str, str, str]:
         """What identifies "the same measurement" on both sides of a comparison."""
@@ -311,7 +366,7 @@ class Environment(_Model):
     platform: Short
     machine: Short
     cpu: Short | None = None
-    cpu_count: int | None = Field(None, ge=0)
+    cpu_count: Count64 | None = None
     torch: Short
     torch_git: Short | None = None
     triton: Short | None = None
@@ -319,7 +374,7 @@ class Environment(_Model):
     cudnn: Short | None = None
     driver: Short | None = None
     gpu: Short | None = None
-    gpu_count: int = Field(0, ge=0)
+    gpu_count: Count64 = 0
     config: dict[Short, Short] = Field(default_factory=dict, max_length=256)
 
 
@@ -327,7 +382,7 @@ class GitInfo(_Model):
     commit: CommitSha | None = None
     ref: Short | None = None
     merge_base: CommitSha | None = None
-    pr: int | None = Field(None, ge=1)
+    pr: Positive32 | None = None
     repository: Short | None = None
     dirty: bool | None = None
 
@@ -335,12 +390,12 @@ class GitInfo(_Model):
 class RunSettings(_Model):
     suites: list[Short] = Field(default_factory=list, max_length=64)
     timeout_s: Seconds
-    rounds: int = Field(ge=1)
+    rounds: Positive64
     block_ms: float = Field(gt=0)
     trigger: Literal["pr", "nightly", "local"] = "local"
     side: Literal["base", "head"] | None = None
-    cold_processes: int = Field(1, ge=1)
-    timing_processes: int = Field(1, ge=1)
+    cold_processes: Positive32 = 1
+    timing_processes: Positive32 = 1
     isolation: Literal["spawn", "fork"] = "spawn"
 
 
@@ -363,7 +418,7 @@ class RunResults(_Model):
     environment: Environment
     git: GitInfo = Field(default_factory=GitInfo)
     settings: RunSettings
-    results: list[ModelResult] = Field(max_length=20_000)
+    results: list[ModelResult] = Field(max_length=MAX_MODELS)
     host: HostCheck | None = None
 
     def by_ident(self) -> dict[tuple[str, str, str], ModelResult]:
@@ -397,15 +452,49 @@ def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _shown(part: object) -> str:
+    """A key or field from the file as it may appear in a message: short and printable."""
+    text = str(part)
+    if len(text) > 64:
+        text = text[:64] + "..."
+    return text if text.isprintable() and text.isascii() else ascii(text)
+
+
 def _describe(err: ValidationError) -> str:
     lines = []
     for e in err.errors()[:10]:
-        where = ".".join(str(p) for p in e["loc"]) or "<top>"
+        where = ".".join(_shown(p) for p in e["loc"]) or "<top>"
         lines.append(f"{where}: {e['msg']}")
     more = err.error_count() - len(lines)
     if more > 0:
         lines.append(f"... and {more} more")
     return "; ".join(lines)
+
+
+def _check_counts(data: dict[str, Any]) -> None:
+    """Models and timing samples, counted before pydantic: what compare's bootstrap costs
+    (about 0.4 ms per sample, docs/security.md) must be bounded per file, not per model."""
+    results = data.get("results")
+    if not isinstance(results, list):
+        return  # pydantic names the problem
+    if len(results) > MAX_MODELS:
+        raise ResultsFileError(f"results: {len(results)} results is over the limit of "
+                               f"{MAX_MODELS} per file (MAX_MODELS)")
+    total = 0
+    for i, result in enumerate(results):
+        latency = result.get("latency") if isinstance(result, dict) else None
+        if not isinstance(latency, dict):
+            continue
+        n = sum(len(v) for k in ("eager_us", "compiled_us")
+                if isinstance(v := latency.get(k), list))
+        if n > MAX_MODEL_SAMPLES:
+            raise ResultsFileError(f"results.{i}.latency: {n} timing samples (eager_us + "
+                                   f"compiled_us) is over the limit of {MAX_MODEL_SAMPLES} per "
+                                   "result (MAX_MODEL_SAMPLES)")
+        total += n
+    if total > MAX_FILE_SAMPLES:
+        raise ResultsFileError(f"results: {total} timing samples is over the limit of "
+                               f"{MAX_FILE_SAMPLES} per file (MAX_FILE_SAMPLES)")
 
 
 def parse_results(data: Any, source: str = "<data>") -> RunResults:
@@ -414,6 +503,7 @@ def parse_results(data: Any, source: str = "<data>") -> RunResults:
         raise ResultsFileError(f"{source}: top level must be a JSON object")
     try:
         data = _upgrade(data)
+        _check_counts(data)
     except ResultsFileError as e:
         raise ResultsFileError(f"{source}: {e}") from None
     try:
@@ -422,25 +512,88 @@ def parse_results(data: Any, source: str = "<data>") -> RunResults:
         raise ResultsFileError(f"{source}: {_describe(e)}") from None
 
 
+# Bytes that are neither a quote nor a bracket: dropped before the structure is measured.
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
+_QUOTED = re.compile(rb'"[^"]*"')
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def _check_structure(raw: bytes) -> None:
+    """Count and nest the arrays and objects before ``json`` does: its decoder recurses once per
+    level (10,000 levels raise RecursionError) and allocates every container it meets.
+
+    Runs at C speed on any input (about 1 s for 32 MiB of hostile text): escaped backslashes and
+    quotes go first, so that every remaining quote opens or closes a string; then everything but
+    quotes and brackets; then empty strings, and the strings that held brackets.
+    """
+    kept = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    kept = kept.replace(b'""', b"")
+    if b'"' in kept:
+        kept = _QUOTED.sub(b"", kept).replace(b'"', b"")
+    containers = kept.count(b"[") + kept.count(b"{")
+    if containers > MAX_CONTAINERS:
+        raise ResultsFileError(f"{containers} arrays and objects is over the limit of "
+                               f"{MAX_CONTAINERS} (MAX_CONTAINERS)")
+    depth = max(itertools.accumulate(map(_STEP.__getitem__, kept)), default=0)
+    if depth > MAX_DEPTH:
+        raise ResultsFileError(f"arrays and objects nested {depth} deep is over the limit of "
+                               f"{MAX_DEPTH} (MAX_DEPTH)")
+
+
+def _parse_int(token: str) -> int:
+    # Checked before int(): converting a long digit string costs quadratic time.
+    if len(token) > MAX_INT_CHARS:
+        raise ResultsFileError(f"an integer of {len(token)} characters is over the limit of "
+                               f"{MAX_INT_CHARS} (MAX_INT_CHARS: a signed 64-bit integer)")
+    return int(token)
+
+
 def _reject_constant(name: str) -> float:
     raise ResultsFileError(f"non-finite number {name} is not allowed")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        seen: set[str] = set()
+        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k) is not None)
+        raise ResultsFileError(f"duplicate key {_shown(duplicate)!r} in one object (readers "
+                               "disagree on which of its values counts)")
+    return obj
+
+
+def decode_results(raw: bytes) -> Any:
+    """Decode a results file's bytes into JSON values, within the structural limits."""
+    if raw.startswith(codecs.BOM_UTF8):
+        raise ResultsFileError("starts with a byte-order mark; a results file is UTF-8 without "
+                               "one")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ResultsFileError(f"not UTF-8: byte {e.start}: {e.reason}") from None
+    _check_structure(raw)
+    try:
+        return json.loads(text, parse_int=_parse_int, parse_constant=_reject_constant,
+                          object_pairs_hook=_object)
+    except json.JSONDecodeError as e:
+        raise ResultsFileError(f"not valid JSON: {e}") from None
 
 
 def load_results(path: str | os.PathLike[str]) -> RunResults:
     """Read and strictly validate a results file (untrusted input)."""
     p = Path(path)
     try:
-        size = p.stat().st_size
+        with p.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:
         raise ResultsFileError(f"{p}: cannot read: {e.strerror}") from None
-    if size > MAX_FILE_BYTES:
-        raise ResultsFileError(f"{p}: {size} bytes is over the {MAX_FILE_BYTES}-byte limit")
+    if len(raw) > MAX_FILE_BYTES:
+        raise ResultsFileError(f"{p}: over the limit of {MAX_FILE_BYTES} bytes "
+                               "(MAX_FILE_BYTES)")
     try:
-        data = json.loads(p.read_bytes(), parse_constant=_reject_constant)
+        data = decode_results(raw)
     except ResultsFileError as e:
         raise ResultsFileError(f"{p}: {e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsFileError(f"{p}: not valid JSON: {e}") from None
     return parse_results(data, str(p))
 
 

@@ -44,7 +44,7 @@ def resolve_url(url: str | None = None) -> URL:
         return URL.create("sqlite", database=str(Path(raw).expanduser()))
     try:
         parsed = make_url(raw)
-    except exc.ArgumentError:
+    except (exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise DatabaseError(f"cannot parse database URL {raw!r}; expected sqlite:///PATH or "
                             "postgresql://USER@HOST/DB") from None
     if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
@@ -118,12 +118,18 @@ class Database:
 
 @contextlib.contextmanager
 def wrap_errors(db: Database) -> Iterator[None]:
-    """Turn SQLAlchemy / driver errors into ``DatabaseError`` with a next step."""
+    """Turn SQLAlchemy / driver errors into ``DatabaseError`` with a next step.
+
+    Driver errors that SQLAlchemy never saw (Postgres ``COPY`` runs on psycopg's own cursor) are
+    wrapped too.
+    """
     where = db.url
     try:
         yield
     except CompilewatchError:
         raise
+    except db.engine.dialect.loaded_dbapi.Error as e:
+        raise DatabaseError(f"{where}: the database refused the data: {_first_line(e)}") from e
     except exc.OperationalError as e:
         raise DatabaseError(f"{where}: {_first_line(e)} (is the server running and the URL "
                             "right? a locked SQLite file clears when the other writer ends)"
@@ -137,7 +143,7 @@ def wrap_errors(db: Database) -> Iterator[None]:
         raise DatabaseError(f"{where}: {_first_line(e)}") from e
 
 
-def _first_line(e: exc.SQLAlchemyError) -> str:
+def _first_line(e: Exception) -> str:
     orig = getattr(e, "orig", None) or e
     return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
 

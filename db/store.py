@@ -49,10 +49,12 @@ def parse_time(value: str, field: str) -> datetime:
     """An ISO 8601 time as naive UTC (how every backend stores it); no zone means UTC."""
     try:
         t = datetime.fromisoformat(value)
+        if t.tzinfo is not None:
+            t = t.astimezone(UTC).replace(tzinfo=None)
     except ValueError:
         raise ResultsFileError(f"{field}: {value!r} is not an ISO 8601 time") from None
-    if t.tzinfo is not None:
-        t = t.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:  # e.g. 0001-01-01T00:00+01:00 is before year 1 in UTC
+        raise ResultsFileError(f"{field}: {value!r} is out of range in UTC") from None
     return t
 
 

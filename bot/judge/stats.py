@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.thresholds import MetricThreshold
 
 N_RESAMPLES = 2000
+_LOG_MAX = math.log(sys.float_info.max)
 
 
 @dataclass(frozen=True)
@@ -67,19 +69,28 @@ def ratio_of_medians(base: Sequence[float], head: Sequence[float], *, confidence
     b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
     if b.size == 0 or h.size == 0:
         return None
-    mb, mh = float(np.median(b)), float(np.median(h))
-    if mb <= 0 or mh <= 0:
-        return None
-    if b.size == 1 and h.size == 1:
-        return RatioEstimate(mh / mb, mh / mb, mh / mb)
-    rng = np.random.default_rng(seed)
-    bm = _resampled_medians(b, base_processes, rng, n_resamples)
-    hm = _resampled_medians(h, head_processes, rng, n_resamples)
-    valid = (bm > 0) & (hm > 0)
+    with np.errstate(over="ignore"):  # the median of two huge samples is inf: refused below
+        mb, mh = float(np.median(b)), float(np.median(h))
+        ratio = mh / mb if 0 < mb < math.inf and 0 < mh < math.inf else 0.0
+        if not 0 < ratio < math.inf:
+            return None  # a zero median, or medians too far apart for a float ratio
+        if b.size == 1 and h.size == 1:
+            return RatioEstimate(ratio, ratio, ratio)
+        rng = np.random.default_rng(seed)
+        bm = _resampled_medians(b, base_processes, rng, n_resamples)
+        hm = _resampled_medians(h, head_processes, rng, n_resamples)
+    valid = (bm > 0) & (hm > 0) & np.isfinite(bm) & np.isfinite(hm)
     logs = np.log(hm[valid]) - np.log(bm[valid])
+    if logs.size == 0:
+        return RatioEstimate(ratio, ratio, ratio)
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(logs, [alpha, 1.0 - alpha])
-    return RatioEstimate(mh / mb, min(math.exp(lo), mh / mb), max(math.exp(hi), mh / mb))
+    return RatioEstimate(ratio, min(_exp(lo), ratio), max(_exp(hi), ratio))
+
+
+def _exp(x: float) -> float:
+    """exp that saturates at the largest float instead of raising OverflowError."""
+    return math.exp(min(x, _LOG_MAX))
 
 
 def judge(est: RatioEstimate, threshold: MetricThreshold, *, base: float,

@@ -5,13 +5,24 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from compilewatch.core.errors import ResultsFileError
 from compilewatch.core.schema import (
+    INT32_MAX,
+    INT64_MAX,
+    MAX_CONTAINERS,
+    MAX_DEPTH,
+    MAX_FILE_SAMPLES,
+    MAX_MODEL_SAMPLES,
+    MAX_MODELS,
     SCHEMA_VERSION,
+    Compile,
     Config,
+    decode_results,
     json_schema,
     load_results,
+    parse_results,
     save_results,
 )
 from tests.factories import model_result, run_results
@@ -100,3 +111,69 @@ def test_published_json_schema_matches_code():
     doc = Path(__file__).parents[2] / "docs" / "results-schema.json"
     assert json.loads(doc.read_text()) == json_schema()
     assert json_schema()["properties"]["schema_version"]["const"] == SCHEMA_VERSION
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize(("raw", "needle"), [
+    (_nested(MAX_DEPTH), None),
+    (_nested(MAX_DEPTH + 1), "MAX_DEPTH"),
+    (b'{"a": "' + b"[{" * 100 + b'\\" [[[[", "b": "\\\\", "c": [[1]]}', None),  # in strings
+    (b'[' * MAX_DEPTH + b'"\\\\"' + b']' * MAX_DEPTH, None),
+    (b"[" + b"[]," * (MAX_CONTAINERS - 2) + b"[]]", None),
+    (b"[" + b"[]," * (MAX_CONTAINERS - 1) + b"[]]", "MAX_CONTAINERS"),
+    (b"[-9223372036854775808, 9223372036854775807]", None),
+    (b"[-92233720368547758080]", "MAX_INT_CHARS"),
+    (b'{"a": 1, "b": {"a": 1}}', None),
+    (b'{"a": 1, "b": 2, "a": 1}', "duplicate key 'a'"),
+])
+def test_structure_limits_hold_exactly(raw: bytes, needle: str | None) -> None:
+    if needle is None:
+        decode_results(raw)
+    else:
+        with pytest.raises(ResultsFileError, match=needle):
+            decode_results(raw)
+
+
+def _with_samples(models: int, per_list: int) -> dict:
+    data = _valid()
+    template = data["results"][0]
+    data["results"] = [{**template, "model": f"m{i}", "latency": {
+        **template["latency"], "eager_us": [1.0] * per_list, "compiled_us": [1.0] * per_list}}
+        for i in range(models)]
+    return data
+
+
+@pytest.mark.parametrize(("models", "per_list", "needle"), [
+    (1, MAX_MODEL_SAMPLES // 2, None),
+    (1, MAX_MODEL_SAMPLES // 2 + 1, r"results\.0\.latency: .*MAX_MODEL_SAMPLES"),
+    (MAX_FILE_SAMPLES // MAX_MODEL_SAMPLES, MAX_MODEL_SAMPLES // 2, None),
+    (MAX_FILE_SAMPLES // MAX_MODEL_SAMPLES + 1, MAX_MODEL_SAMPLES // 2, "MAX_FILE_SAMPLES"),
+    (MAX_MODELS, 0, None),
+    (MAX_MODELS + 1, 0, "MAX_MODELS"),
+])
+def test_count_limits_hold_exactly(models: int, per_list: int, needle: str | None) -> None:
+    data = _with_samples(models, per_list)
+    if needle is None:
+        assert len(parse_results(data).results) == models
+    else:
+        with pytest.raises(ResultsFileError, match=needle):
+            parse_results(data)
+
+
+@pytest.mark.parametrize("text", ["nul\x00", "\ud800 lone surrogate"])
+def test_strings_no_database_can_store_are_refused_when_built_too(text: str) -> None:
+    with pytest.raises(ValidationError, match="error"):
+        model_result("a", error=text)
+    with pytest.raises(ValidationError, match="phases"):
+        Compile(phases={text: 1.0})
+
+
+def test_integers_are_bounded_by_their_column_when_built_too() -> None:
+    assert Compile(frames=INT32_MAX, cold_instructions=INT64_MAX).frames == INT32_MAX
+    with pytest.raises(ValidationError, match="frames"):
+        Compile(frames=INT32_MAX + 1)
+    with pytest.raises(ValidationError, match="cold_instructions"):
+        Compile(cold_instructions=INT64_MAX + 1)

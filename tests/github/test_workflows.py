@@ -51,11 +51,91 @@ def test_actions_are_pinned_and_checkouts_keep_no_credentials(name: str) -> None
             assert step["with"]["persist-credentials"] is False
 
 
+def triggers(workflow: dict[Any, Any]) -> set[str]:
+    on = workflow[True] if True in workflow else workflow["on"]  # YAML 1.1 reads `on` as True
+    return {on} if isinstance(on, str) else set(on)
+
+
+def labels(job: dict[str, Any]) -> list[str]:
+    runs_on = job["runs-on"]
+    return [runs_on] if isinstance(runs_on, str) else list(runs_on)
+
+
+def writes(job: dict[str, Any]) -> bool:
+    return "write" in str(job.get("permissions", "write-all"))
+
+
+def all_jobs() -> list[tuple[str, str, dict[str, Any]]]:
+    return [(name, job_name, job) for name in NAMES
+            for job_name, job in load(name)["jobs"].items()]
+
+
+def test_pr_workflow_runs_only_on_pull_request_and_only_on_untrusted_runners() -> None:
+    workflow = load("compilewatch-pr.yml")
+    assert triggers(workflow) == {"pull_request"}
+    for job in workflow["jobs"].values():
+        assert labels(job) == ["self-hosted", "gpu", "untrusted"]
+
+
+@pytest.mark.parametrize("name", ["compilewatch-comment.yml", "compilewatch-nightly.yml"])
+def test_nightly_and_comment_never_run_on_untrusted_runners(name: str) -> None:
+    for job in load(name)["jobs"].values():
+        assert "untrusted" not in labels(job)
+
+
+@pytest.mark.parametrize(("name", "job_name", "job"), all_jobs())
+def test_no_job_on_an_untrusted_runner_holds_a_write_token(name: str, job_name: str,
+                                                           job: dict[str, Any]) -> None:
+    if "untrusted" in labels(job):
+        assert not writes(job), f"{name}: {job_name}"
+        assert "secrets." not in (WORKFLOWS / name).read_text()
+
+
+@pytest.mark.parametrize(("name", "job_name", "job"), all_jobs())
+def test_trusted_self_hosted_runners_never_run_pull_requests(name: str, job_name: str,
+                                                             job: dict[str, Any]) -> None:
+    """Event-driven runs by others (PRs, their workflow_run) get GitHub-hosted or untrusted
+    runners; the trusted ones run only what the default branch schedules."""
+    if "self-hosted" in labels(job) and "untrusted" not in labels(job):
+        assert "trusted" in labels(job), f"{name}: {job_name}: label it trusted or untrusted"
+        assert triggers(load(name)) <= {"schedule", "workflow_dispatch"}, f"{name}: {job_name}"
+
+
+PIP_INSTALL = re.compile(r"pip install\b(?:[^\n]*\\\n)*[^\n]*")  # with continuations
+
+
+@pytest.mark.parametrize(("name", "job_name", "job"), [j for j in all_jobs() if writes(j[2])])
+def test_jobs_holding_a_write_token_install_only_hashed_or_trusted_code(
+        name: str, job_name: str, job: dict[str, Any]) -> None:
+    installs = [m.group(0) for step in job["steps"] for m in PIP_INSTALL.finditer(
+        step.get("run", ""))]
+    for command in installs:
+        hashed = "--require-hashes" in command and "--no-deps" in command
+        trusted = command.rstrip().endswith("./compilewatch-src") and "--no-deps" in command \
+            and "--no-build-isolation" in command
+        assert hashed or trusted, f"{name}: {job_name}: {command}"
+        assert "torch" not in command and "$COMPILEWATCH_PIP" not in command
+    if installs:
+        source = next(s for s in job["steps"] if s.get("with", {}).get("path")
+                      == "compilewatch-src")
+        assert source["with"]["ref"] == "${{ env.COMPILEWATCH_REF }}"
+        assert source["with"]["persist-credentials"] is False
+
+
+def test_hashed_requirements_pin_every_package_with_a_hash() -> None:
+    text = (WORKFLOWS.parents[1] / "requirements" / "bot.txt").read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==\S+ \\$", text, re.MULTILINE)
+    assert {"pydantic", "pygithub", "numpy", "setuptools", "wheel"} <= {p.lower() for p in pins}
+    assert "torch" not in {p.lower() for p in pins}
+    for block in re.split(r"\n(?=[A-Za-z])", text.split("\n\n", 1)[-1]):
+        if "==" in block:
+            assert "--hash=sha256:" in block, block
+
+
 def test_pr_workflow_is_read_only_and_gates_forks_on_a_label() -> None:
     workflow = load("compilewatch-pr.yml")
     job = workflow["jobs"]["measure"]
     assert job["permissions"] == {"contents": "read"}
-    assert job["runs-on"] == ["self-hosted", "gpu"]
     assert "secrets." not in (WORKFLOWS / "compilewatch-pr.yml").read_text()
     assert "head.repo.full_name == github.repository" in job["if"]
     assert "github.event.label.name == 'safe-to-measure'" in job["if"]
@@ -67,10 +147,12 @@ def test_comment_workflow_never_runs_pr_code() -> None:
     job = workflow["jobs"]["comment"]
     assert job["permissions"] == {"actions": "read", "checks": "write", "contents": "read",
                                   "pull-requests": "write"}
-    # The only checkout is the default branch's (trusted settings), never the PR's head.
+    # The only checkouts are compilewatch's source at a full commit id and the default branch's
+    # settings, never the PR's head.
     checkouts = [s for s in job["steps"] if "actions/checkout" in s.get("uses", "")]
     assert [c["with"]["ref"] for c in checkouts] == [
-        "${{ github.event.repository.default_branch }}"]
+        "${{ env.COMPILEWATCH_REF }}", "${{ github.event.repository.default_branch }}"]
+    assert workflow["env"]["COMPILEWATCH_REF"] == "${{ github.sha }}"
     assert all(c["with"]["persist-credentials"] is False for c in checkouts)
     assert "head_sha" not in str(checkouts) and "head_branch" not in str(checkouts)
     download = next(s for s in job["steps"] if "download-artifact" in s.get("uses", ""))
@@ -86,6 +168,7 @@ def test_nightly_publishes_from_token_holding_jobs_only_and_draws_its_own_branch
     workflow = load("compilewatch-nightly.yml")
     jobs = workflow["jobs"]
     assert jobs["measure"]["permissions"] == {"contents": "read"}  # runs on the GPU runner
+    assert jobs["measure"]["runs-on"] == ["self-hosted", "gpu", "trusted"]
     assert jobs["release"]["permissions"] == {"contents": "write"}
     assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
     assert set(workflow[True] if True in workflow else workflow["on"]) == {

@@ -167,8 +167,10 @@ def test_step_summary_appends(tmp_path, monkeypatch):
         write_step_summary(SCENARIOS["regression"]())
 
 
+# Without NUL: the results schema refuses it (no database can store it), so it never reaches a
+# renderer (render/escape's own tests still feed it to the escapers).
 hostile = st.lists(st.sampled_from(HOSTILE) | st.text(max_size=6), min_size=1,
-                   max_size=8).map("".join)
+                   max_size=8).map("".join).map(lambda s: s.replace("\x00", ""))
 
 
 def _hostile_comparison(s: str) -> Comparison:
