@@ -255,7 +255,8 @@ def load_run(db: Database, run_id: str) -> RunResults:
         payloads = conn.execute(select(res.c.payload).where(res.c.run_pk == row.id)
                                 .order_by(res.c.position)).scalars().all()
     text = f'{row.meta[:-1]},"results":[{",".join(payloads)}]}}'
-    return RunResults.model_validate_json(text)
+    # through the upgraders: a run stored by an older compilewatch still loads and compares
+    return parse_results(json.loads(text), source=f"run {run_id} in {db.url}")
 
 
 def store_runs(url: str | None, *runs: RunResults) -> list[str]:

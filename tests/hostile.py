@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from compilewatch.core.schema import MAX_FILE_BYTES, MAX_MODELS, RunResults
+from compilewatch.core.schema import MAX_FILE_BYTES, MAX_MODELS, SCHEMA_VERSION, RunResults
 from tests.factories import model_result, run_results
 from tests.fakegithub import HEAD_SHA, PR
 
@@ -159,7 +159,8 @@ HOSTILE: dict[str, tuple[Callable[[], bytes], str]] = {
     "a truncated file": (lambda: edited(lambda d: None)[:-40], r"not valid JSON"),
     "a JSON array": (lambda: b"[1, 2]", r"top level must be a JSON object"),
     "a newer schema version": (
-        lambda: edited(_set("schema_version", 2)), r"schema_version: 2 is newer"),
+        lambda: edited(_set("schema_version", SCHEMA_VERSION + 1)),
+        rf"schema_version: {SCHEMA_VERSION + 1} is newer"),
 }
 
 

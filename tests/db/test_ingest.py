@@ -132,3 +132,26 @@ def test_ingest_files_reports_stored_and_already_there(db: Database, tmp_path) -
     first, second = ingest_files(db, [path, path])
     assert (first.stored, first.results, first.samples) == (True, 3, 80)
     assert (second.stored, second.samples) == (False, 0)
+
+
+def test_a_run_stored_as_version_1_loads_as_the_current_version(db: Database) -> None:
+    """Stored payloads go through the upgraders: the first schema bump must not orphan every
+    run stored before it."""
+    import json as _json
+
+    from sqlalchemy import select, update
+
+    from compilewatch.core.schema import SCHEMA_VERSION
+    from compilewatch.db import load_run
+    from compilewatch.db import models as m
+
+    run = run_results([model_result("a"), model_result("b", category=Category.ACCURACY)])
+    ingest(db, run)
+    with db.write() as conn:  # make it what a version-1 compilewatch stored
+        meta = _json.loads(conn.execute(select(m.Run.__table__.c.meta)).scalar_one())
+        meta["schema_version"] = 1
+        conn.execute(update(m.Run.__table__).values(meta=_json.dumps(meta), schema_version=1))
+    loaded = load_run(db, run.run_id)
+    assert loaded.schema_version == SCHEMA_VERSION > 1
+    assert [r.model for r in loaded.results] == ["a", "b"]
+    assert loaded.results == run.results
