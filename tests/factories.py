@@ -94,11 +94,18 @@ def model_result(
     peak_bytes: int | None = None,
     graphs: list[dict[str, str]] | None = None,
     processes: int = 1,
+    process_spread: float = 0.0,
+    cold_processes: int = 1,
+    cold_spread: float = 0.05,
+    launch_bound: bool | None = None,
+    host_speed: float = 1.0,
 ) -> ModelResult:
     """One result; a non-OK category gives a result without timings, as the harness writes.
 
     ``graphs`` gives one compiled graph (FX and AOT key) per dict of components; by default one
-    graph with ``components``.
+    graph with ``components``. ``processes`` timing processes of ``n`` samples each; each
+    process's host state shifts all its samples, eager and compiled alike, by a factor drawn with
+    ``process_spread`` (times ``host_speed``): the noise that lives between processes.
     """
     rng = random.Random(f"{model}-{seed}")
     status = STATUS_OF[category]
@@ -106,8 +113,13 @@ def model_result(
             "category": category, "error": error}
     if status in (Status.ERROR, Status.TIMEOUT, Status.CRASH, Status.SKIP):
         return ModelResult(**base)
-    eager = samples(eager_us, n, rng, spread)
-    compiled = samples(compiled_us, n, rng, spread)
+    eager: list[float] = []
+    compiled: list[float] = []
+    for _ in range(processes):
+        shift = host_speed * (1 + rng.gauss(0, process_spread))
+        eager += samples(eager_us * shift, n, rng, spread)
+        compiled += samples(compiled_us * shift, n, rng, spread)
+    colds = [cold_s * (1 + rng.gauss(0, cold_spread)) for _ in range(cold_processes)]
     ratios = sorted(e / c for e, c in zip(eager, compiled, strict=True))
     mid = ratios[len(ratios) // 2]
     return ModelResult(
@@ -117,10 +129,12 @@ def model_result(
         latency=Latency(
             method="interleaved-blocks", timer="perf_counter", calls_per_block=10,
             eager_us=eager, compiled_us=compiled,
-            eager_median_us=sorted(eager)[n // 2], compiled_median_us=sorted(compiled)[n // 2],
-            processes=processes,
+            eager_median_us=sorted(eager)[len(eager) // 2],
+            compiled_median_us=sorted(compiled)[len(compiled) // 2],
+            processes=processes, process_sizes=[n] * processes, launch_bound=launch_bound,
         ),
-        compile=Compile(cold_s=cold_s * (1 + rng.gauss(0, 0.05)),
+        compile=Compile(cold_s=sorted(colds)[len(colds) // 2],
+                        cold_samples_s=colds if cold_processes > 1 else [],
                         warm_s=warm_s * (1 + rng.gauss(0, 0.05)),
                         warm_start_s=None if warm_start_s is None
                         else warm_start_s * (1 + rng.gauss(0, 0.05)),

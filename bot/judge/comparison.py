@@ -18,6 +18,7 @@ class Verdict(StrEnum):
     IMPROVEMENT = "improvement"
     UNCHANGED = "unchanged"
     WITHIN_NOISE = "within_noise"
+    NOISY = "noisy"  # the host (or the model) was too noisy to judge: never gates
 
 
 class _Data(BaseModel):
@@ -38,6 +39,11 @@ class Delta(_Data):
     gating: bool = False
     threshold: float | None = None
     note: str | None = None
+    band: float | None = None  # the relative change a verdict needed: max(threshold, k * noise)
+    noise: float | None = None  # between-process SD of the log value the interval used
+    calibrated: bool = False  # the noise was learned for this model (compilewatch calibrate)
+    samples: tuple[int, int] | None = None  # processes (or samples) per side, base and head
+    method: str | None = None  # how the interval was made (docs/compare.md)
 
 
 class CountDelta(_Data):
@@ -111,6 +117,9 @@ class ModelRow(_Data):
     accuracy: AccuracyChange | None = None
     cache_changes: list[GraphKeyChange] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    gating_findings: list[str] = Field(default_factory=list)  # which metrics gate, by name
+    timing_skipped: str | None = None  # not timed: the same compiled code by construction
+    launch_bound: bool | None = None
 
 
 class Aggregates(_Data):
@@ -135,6 +144,7 @@ class Headline(_Data):
     improvements: int = 0
     unchanged: int = 0
     within_noise: int = 0
+    noisy: int = 0
     gating: int = 0
 
 

@@ -42,14 +42,20 @@ class Thresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    compiled_time: MetricThreshold = _t(0.03)  # fraction, judged on a bootstrap CI
-    cold_compile: MetricThreshold = _t(0.40, min_abs=1.0)  # fraction; seconds floor
+    compiled_time: MetricThreshold = _t(0.03)  # fraction, judged on process-level intervals
+    # models whose GPU waits for the CPU (launch-bound): their time follows the host's speed
+    compiled_time_launch_bound: MetricThreshold = _t(0.06)
+    cold_compile: MetricThreshold = _t(0.15, min_abs=0.25)  # fraction; seconds floor
     warm_compile: MetricThreshold = _t(0.50, min_abs=0.5, gate=False)
     memory: MetricThreshold = _t(0.10, min_abs=1024 * 1024)  # fraction; bytes floor
     graph_breaks: MetricThreshold = _t(0)
     recompiles: MetricThreshold = _t(0)
     accuracy: MetricThreshold = _t(0)
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    # a change must also exceed this many between-process standard deviations (the band)
+    noise_factor: float = Field(3.0, ge=0.0, le=100.0)
+    # an interval wider than this either way (log scale, 0.25 ~ +-28%) is "too noisy to judge"
+    noisy_half_width: float = Field(0.25, gt=0.0, le=10.0)
 
     @model_validator(mode="before")
     @classmethod
@@ -72,7 +78,7 @@ class Thresholds(BaseModel):
         """These thresholds with some metrics' fields replaced (partial tables merge)."""
         data = self.model_dump()
         for metric, value in overrides.items():
-            if metric == "confidence":
+            if metric in SCALARS:
                 data[metric] = value
             else:
                 patch = {"regression": value} if isinstance(value, int | float) else value
@@ -86,6 +92,7 @@ class ModelOverride(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     compiled_time: dict[str, Any] | float | None = None
+    compiled_time_launch_bound: dict[str, Any] | float | None = None
     cold_compile: dict[str, Any] | float | None = None
     warm_compile: dict[str, Any] | float | None = None
     memory: dict[str, Any] | float | None = None
@@ -93,6 +100,11 @@ class ModelOverride(BaseModel):
     recompiles: dict[str, Any] | float | None = None
     accuracy: dict[str, Any] | float | None = None
     confidence: float | None = None
+    noise_factor: float | None = None
+    noisy_half_width: float | None = None
+
+
+SCALARS = ("confidence", "noise_factor", "noisy_half_width")
 
 
 class ThresholdPolicy(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 
 from compilewatch.bot.judge.baseline import Baseline, Expected, outcome
 from compilewatch.bot.judge.cachediff import collapse, diff_cache
@@ -25,16 +26,18 @@ from compilewatch.bot.judge.comparison import (
     Side,
     Verdict,
 )
-from compilewatch.bot.judge.stats import RatioEstimate, judge, ratio_of_medians, seed_for
+from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
+from compilewatch.core import estimates
 from compilewatch.core.errors import RegressionFound
-from compilewatch.core.estimates import geomean
-from compilewatch.core.schema import Category, ModelResult, RunResults, Status
+from compilewatch.core.estimates import Estimate, Prior, geomean
+from compilewatch.core.schema import Category, Latency, ModelResult, RunResults, Status
 
 FAILED = {"fail_accuracy", "fail_to_run", "eager_fail"}
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _SPACE = re.compile(r"\s+")
-_ORDER = (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.WITHIN_NOISE, Verdict.UNCHANGED)
+_ORDER = (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.NOISY, Verdict.WITHIN_NOISE,
+          Verdict.UNCHANGED)
 
 
 def _policy(thresholds: Thresholds | ThresholdPolicy | None) -> ThresholdPolicy:
@@ -48,50 +51,134 @@ def _ran(r: ModelResult) -> bool:
     return r.status in (Status.PASS, Status.FAIL)
 
 
-def _delta(est: RatioEstimate | None, base: float, head: float, t: MetricThreshold | None,
-           note: str | None = None) -> Delta:
+def _delta(est: Estimate | None, base: float, head: float, t: MetricThreshold | None,
+           judge: Judging, *, note: str | None = None, method: str | None = None,
+           calibrated: bool = False) -> Delta:
+    """One metric, judged (``t`` given) or only shown."""
     if est is None:
-        return Delta(base=base, head=head, note=note)
-    verdict = judge(est, t, base=base, head=head) if t is not None else None
+        return Delta(base=base, head=head, note=note, method=method)
+    verdict, band = (None, None)
+    if t is not None:
+        verdict, band = verdict_of(est, t, base=base, head=head,
+                                   noise_factor=judge.thresholds.noise_factor,
+                                   noisy_half_width=judge.thresholds.noisy_half_width)
+        if judge.host_noisy and verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT,
+                                            Verdict.WITHIN_NOISE):
+            verdict = Verdict.NOISY  # the preflight found the host too noisy: never judged
     return Delta(base=base, head=head, ratio=est.ratio, ci_low=est.low, ci_high=est.high,
-                 verdict=verdict, gating=verdict is Verdict.REGRESSION and t is not None and t.gate,
-                 threshold=t.regression if t is not None else None, note=note)
+                 verdict=verdict, gating=verdict is Verdict.REGRESSION and t is not None
+                 and t.gate, threshold=t.regression if t is not None else None, note=note,
+                 band=band, noise=est.sd, calibrated=calibrated, samples=est.processes,
+                 method=method or ("paired processes" if est.paired else "processes"))
 
 
-def _point(base: float | None, head: float | None, t: MetricThreshold | None) -> Delta | None:
-    """A metric with one sample per side (compile time, peak memory); ``t`` None: shown only."""
-    if base is None or head is None:
-        return None
-    est = ratio_of_medians([base], [head])
-    return _delta(est, base, head, t)
+@dataclass(frozen=True)
+class Judging:
+    """What judging one model needs beside its two results."""
+
+    thresholds: Thresholds
+    ident: tuple[str, str, str]
+    noise: NoiseBands
+    host_noisy: bool = False
+
+    def prior(self, metric: str) -> tuple[Prior, bool]:
+        return self.noise.prior(self.ident, metric)
 
 
-def _timings(b: ModelResult, h: ModelResult, t: Thresholds) -> tuple[Delta, ...] | None:
-    """Compiled time (judged), eager time (the host witness) and speedup (context)."""
+def _model_unchanged(b: ModelResult, h: ModelResult) -> bool:
+    """The model itself is the same on both sides: its graph and inputs (the ``gm`` and
+    ``example_inputs`` components of every cold FX key) are equal. A change is then on the
+    compiler's side, and eager, untouched by it, can witness the host."""
+    def parts(r: ModelResult) -> list[dict[str, str]]:
+        return [{k: v for k, v in key.components.items()
+                 if k == "gm" or k.startswith("example_inputs")}
+                for key in r.cache.fx if key.phase == "cold"]
+
+    pb, ph = parts(b), parts(h)
+    return bool(pb) and pb == ph and all(pb)
+
+
+def _normalised(lat: Latency) -> list[list[float]]:
+    """Per process, compiled over eager of the same round: the host's speed cancels."""
+    return [[c / e for e, c in zip(eager, comp, strict=False) if e > 0]
+            for eager, comp in lat.per_process()]
+
+
+def _timings(b: ModelResult, h: ModelResult, judge: Judging
+             ) -> tuple[Delta | None, Delta | None, Delta | None]:
+    """Compiled time (judged), eager time (the host witness) and speedup (context).
+
+    Compiled time is judged on processes: each timing process's median, the interval from their
+    spread (``core/estimates.py``). Where the model is unchanged and launch-bound, per-process
+    compiled/eager ratios are judged instead, since eager then moves only with the host; where
+    the model changed, eager moved because of the change and is never used.
+    """
     bl, hl = b.latency, h.latency
     if bl is None or hl is None or not bl.compiled_us or not hl.compiled_us:
-        return None
-    seed = seed_for(*b.ident)
-    kw = {"confidence": t.confidence, "base_processes": bl.processes,
-          "head_processes": hl.processes, "seed": seed}
-    compiled = ratio_of_medians(bl.compiled_us, hl.compiled_us, **kw)
-    eager = ratio_of_medians(bl.eager_us, hl.eager_us, **kw)
-    note = None
-    if compiled is not None and eager is not None and eager.excludes_one():
-        # Eager is not what a compiler PR changes: if it moved, the host (or the model) did, and
-        # the compiled interval must allow for the same drift before blaming the compiler.
-        compiled = compiled.widened(max(eager.ratio, 1 / eager.ratio))
-        note = (f"eager time moved {eager.ratio - 1:+.1%} (host drift or a model change); "
-                "compiled-time interval widened by as much")
-    bs = [e / c for e, c in zip(bl.eager_us, bl.compiled_us, strict=False) if c > 0]
-    hs = [e / c for e, c in zip(hl.eager_us, hl.compiled_us, strict=False) if c > 0]
-    speed = ratio_of_medians(bs, hs, seed=seed, confidence=t.confidence) if bs and hs else None
+        return None, None, None
+    t = judge.thresholds
+    launch_bound = bool(bl.launch_bound or hl.launch_bound)
+    threshold = t.compiled_time_launch_bound if launch_bound else t.compiled_time
+    prior, calibrated = judge.prior("compiled_time")
+    groups_b = [c for _, c in bl.per_process()]
+    groups_h = [c for _, c in hl.per_process()]
+    method, note = "processes", None
+    if launch_bound and _model_unchanged(b, h):
+        groups_b, groups_h = _normalised(bl), _normalised(hl)
+        method = "processes, eager-normalised"
+        note = ("launch-bound and the model is unchanged: judged on compiled/eager per round, "
+                "which the host's speed cancels out of")
+    if min(len(groups_b), len(groups_h)) == 1 and not calibrated:
+        note = ((note + "; ") if note else "") + (
+            "one timing process a side: the interval assumes the default noise between "
+            "processes (--processes 3 measures it)")
+    compiled = estimates.ratio(groups_b, groups_h, confidence=t.confidence, prior=prior)
+    eager = estimates.ratio([e for e, _ in bl.per_process()], [e for e, _ in hl.per_process()],
+                            confidence=t.confidence, prior=prior)
+    speed = estimates.ratio([[e / c for e, c in zip(pe, pc, strict=False) if c > 0]
+                             for pe, pc in bl.per_process()],
+                            [[e / c for e, c in zip(pe, pc, strict=False) if c > 0]
+                             for pe, pc in hl.per_process()], confidence=t.confidence)
     return (
-        _delta(compiled, bl.compiled_median_us, hl.compiled_median_us, t.compiled_time, note),
-        _delta(eager, bl.eager_median_us, hl.eager_median_us, None),
-        _delta(speed, b.speedup.value if b.speedup else statistics.median(bs or [0.0]),
-               h.speedup.value if h.speedup else statistics.median(hs or [0.0]), None),
+        _delta(compiled, bl.compiled_median_us, hl.compiled_median_us, threshold, judge,
+               note=note, method=method, calibrated=calibrated),
+        _delta(eager, bl.eager_median_us, hl.eager_median_us, None, judge),
+        _delta(speed, b.speedup.value if b.speedup else 0.0,
+               h.speedup.value if h.speedup else 0.0, None, judge),
     )
+
+
+def _compile_time(base: list[float], head: list[float], t: MetricThreshold, metric: str,
+                  judge: Judging, concurrent: bool) -> Delta | None:
+    """A compile time from one sample per process. Paired when both sides ran the same number
+    of processes (pair i of base and head ran side by side, or one after the other): host drift
+    then cancels. One sample a side is shown, never judged: one compile says nothing of the
+    noise of the next."""
+    if not base or not head:
+        return None
+    b_med, h_med = statistics.median(base), statistics.median(head)
+    if min(len(base), len(head)) < 2:
+        est = estimates.ratio([base], [head], confidence=judge.thresholds.confidence)
+        return _delta(est, b_med, h_med, None, judge,
+                      note="one sample a side: shown, not judged (--cold-processes 3 judges it)",
+                      method="one sample a side")
+    prior, calibrated = judge.prior(metric)
+    paired = len(base) == len(head)
+    est = estimates.ratio([[x] for x in base], [[x] for x in head],
+                          confidence=judge.thresholds.confidence, prior=prior, paired=paired)
+    method = ("pairs run side by side" if concurrent else "pairs run in turn") if paired \
+        else "processes"
+    return _delta(est, b_med, h_med, t, judge, method=method, calibrated=calibrated)
+
+
+def _point(base: float | None, head: float | None, t: MetricThreshold | None,
+           judge: Judging) -> Delta | None:
+    """A deterministic metric with one value per side (peak memory): the ratio, judged against
+    the threshold alone (no noise to speak of)."""
+    if base is None or head is None or base <= 0 or head <= 0:
+        return None
+    est = Estimate(head / base, head / base, head / base, 0.0, 0, (1, 1))
+    return _delta(est, base, head, t, judge, method="one value a side")
 
 
 def _key(reason: str) -> str:
@@ -141,13 +228,29 @@ def _overall(verdicts: list[Verdict | None]) -> Verdict:
     return next((v for v in _ORDER if v in present), Verdict.UNCHANGED)
 
 
+def _samples(first: float | None, samples: list[float]) -> list[float]:
+    """A compile time's samples; a version-1 result has only its one value."""
+    return list(samples) or ([first] if first is not None else [])
+
+
+def _skipped(b: ModelResult, h: ModelResult) -> Delta | None:
+    reason = h.timing_skipped or b.timing_skipped
+    if reason is None or b.latency is not None or h.latency is not None:
+        return None
+    return Delta(base=0.0, head=0.0, ratio=1.0, ci_low=1.0, ci_high=1.0,
+                 verdict=Verdict.UNCHANGED, note=reason, method="unchanged by construction")
+
+
 def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
-                  expected: Expected | None = None) -> ModelRow:
+                  expected: Expected | None = None, noise: NoiseBands | None = None,
+                  host_noisy: bool = False) -> ModelRow:
     """One model present on both sides."""
     exp = expected or Expected()
+    judge = Judging(t, b.ident, noise or NoiseBands(), host_noisy)
     both = _ran(b) and _ran(h)
-    timings = _timings(b, h, t) if both else None
-    compiled, eager, speedup = timings or (None, None, None)
+    compiled, eager, speedup = _timings(b, h, judge) if both else (None, None, None)
+    if both and compiled is None:
+        compiled = _skipped(b, h)
     gb = rc = None
     if both:
         gb = _counts(b.break_count, h.break_count, exp.graph_breaks,
@@ -157,24 +260,37 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                      ([x.reason for x in b.recompiles], [x.reason for x in h.recompiles]))
     # A compile on a reused cache dir is not a cold compile: no verdict against a real one.
     really_cold = b.compile.cache_dir_was_empty and h.compile.cache_dir_was_empty
-    cold = _point(b.compile.cold_s, h.compile.cold_s, t.cold_compile) \
+    concurrent = b.compile.cold_concurrent and h.compile.cold_concurrent
+    cold = _compile_time(_samples(b.compile.cold_s, b.compile.cold_samples_s),
+                         _samples(h.compile.cold_s, h.compile.cold_samples_s),
+                         t.cold_compile, "cold_compile", judge, concurrent) \
         if both and really_cold else None
-    warm = _point(b.compile.warm_s, h.compile.warm_s, t.warm_compile) if both else None
-    warm_start = _point(b.compile.warm_start_s, h.compile.warm_start_s, None) if both else None
-    memory = (_point(b.memory.compiled_peak_bytes, h.memory.compiled_peak_bytes, t.memory)
-              if both else None)
+    warm = _compile_time(_samples(b.compile.warm_s, b.compile.warm_samples_s),
+                         _samples(h.compile.warm_s, h.compile.warm_samples_s),
+                         t.warm_compile, "warm_compile", judge, False) if both else None
+    warm_start = _compile_time(_samples(b.compile.warm_start_s, []),
+                               _samples(h.compile.warm_start_s, []), t.warm_compile,
+                               "warm_compile", judge, False) if both else None
+    memory = (_point(b.memory.compiled_peak_bytes, h.memory.compiled_peak_bytes, t.memory,
+                     judge) if both else None)
     acc = _accuracy(b, h, exp.accuracy, t.accuracy)
-    judged = [compiled, cold, warm, memory, gb, rc, acc]
-    present = [d for d in judged if d is not None]
+    judged = {"compiled time": compiled, "cold compile": cold, "warm compile": warm,
+              "peak memory": memory, "graph breaks": gb, "recompiles": rc, "accuracy": acc}
+    present = [d for d in judged.values() if d is not None]
+    notes = [n for n in [compiled.note if compiled and compiled.verdict is not
+                         Verdict.UNCHANGED else None, _warm_start_note(b, h)] if n]
     return ModelRow(
         suite=b.suite, model=b.model, config=b.config.slug, base_status=b.status.value,
         head_status=h.status.value, head_category=h.category.value, head_error=h.error,
-        ran_both=timings is not None, verdict=_overall([d.verdict for d in present]),
+        ran_both=both, verdict=_overall([d.verdict for d in present]),
         gating=any(d.gating for d in present), compiled_time=compiled, eager_time=eager,
         speedup=speedup, cold_compile=cold, warm_compile=warm, warm_start=warm_start,
         memory=memory, graph_breaks=gb, recompiles=rc, accuracy=acc,
-        cache_changes=diff_cache(b.cache, h.cache) if both else [],
-        notes=[n for n in [compiled.note if compiled else None, _warm_start_note(b, h)] if n],
+        cache_changes=diff_cache(b.cache, h.cache) if both else [], notes=notes,
+        gating_findings=[name for name, d in judged.items() if d is not None and d.gating],
+        timing_skipped=h.timing_skipped if both else None,
+        launch_bound=(b.latency.launch_bound or h.latency.launch_bound)
+        if b.latency and h.latency else None,
     )
 
 
@@ -245,15 +361,25 @@ def _cache_summary(rows: list[ModelRow]) -> CacheSummary:
                         components=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
+def _host_noisy(base: RunResults, head: RunResults) -> str | None:
+    """The preflight's word on the host, when either side found it too noisy to judge."""
+    for name, run in (("base", base), ("head", head)):
+        if run.host is not None and run.host.noisy:
+            return f"the {name} run's host was too noisy to judge ({run.host.detail})"
+    return None
+
+
 def compare(base: RunResults, head: RunResults, *,
             thresholds: Thresholds | ThresholdPolicy | None = None,
-            baseline: Baseline | None = None) -> Comparison:
-    """Compare two runs model by model; see docs/compare.md for the method."""
+            baseline: Baseline | None = None, noise: NoiseBands | None = None) -> Comparison:
+    """Compare two runs model by model; see docs/compare.md for the method. ``noise``: the
+    bands ``compilewatch calibrate`` learned on this runner (default priors otherwise)."""
     policy = _policy(thresholds)
     bb, hh = base.by_ident(), head.by_ident()
     common = sorted(bb.keys() & hh.keys())
+    host = _host_noisy(base, head)
     rows = [compare_model(bb[i], hh[i], policy.for_model(i[1]),
-                          baseline.lookup(i) if baseline else None)
+                          baseline.lookup(i) if baseline else None, noise, host is not None)
             for i in common if Status.SKIP not in (bb[i].status, hh[i].status)]
     failing = [hh[i] for i in common if outcome(bb[i]) == "pass" and outcome(hh[i]) in FAILED]
     # A model that passed on base and is skipped on head must not leave the gate quietly: the
@@ -263,7 +389,7 @@ def compare(base: RunResults, head: RunResults, *,
     failing += skipped
     fixed = [hh[i] for i in common if outcome(bb[i]) in FAILED and outcome(hh[i]) == "pass"]
     verdicts = Counter(r.verdict for r in rows)
-    notes = []
+    notes = [f"{host}: timing verdicts say so and never gate"] if host else []
     if base.environment.fingerprint != head.environment.fingerprint:
         notes.append(f"base and head ran in different environments (torch "
                      f"{base.environment.torch} vs {head.environment.torch}); "
@@ -277,6 +403,7 @@ def compare(base: RunResults, head: RunResults, *,
                         improvements=verdicts[Verdict.IMPROVEMENT],
                         unchanged=verdicts[Verdict.UNCHANGED],
                         within_noise=verdicts[Verdict.WITHIN_NOISE],
+                        noisy=verdicts[Verdict.NOISY],
                         gating=sum(r.gating for r in rows) + len(skipped))
     return Comparison(
         base=_side(base), head=_side(head), rows=rows,

@@ -13,7 +13,7 @@ from compilewatch.bot.render import filters
 from compilewatch.bot.render.escape import headline, plain
 
 STYLES = {Verdict.REGRESSION: "bold red", Verdict.IMPROVEMENT: "bold green",
-          Verdict.WITHIN_NOISE: "yellow", Verdict.UNCHANGED: "dim"}
+          Verdict.WITHIN_NOISE: "yellow", Verdict.NOISY: "magenta", Verdict.UNCHANGED: "dim"}
 
 
 def _delta(d: Delta | None, fmt) -> Text:  # type: ignore[no-untyped-def]
@@ -28,7 +28,8 @@ def build_table(c: Comparison) -> Table:
     characters (no terminal escape sequences)."""
     h = c.headline
     table = Table(title=f"regressions {h.regressions}, improvements {h.improvements}, "
-                        f"unchanged {h.unchanged}, within noise {h.within_noise}")
+                        f"unchanged {h.unchanged}, within noise {h.within_noise}"
+                        + (f", too noisy to judge {h.noisy}" if h.noisy else ""))
     for col in ("model", "verdict", "compiled", "speedup", "cold", "warm", "breaks",
                 "recompiles", "why"):
         table.add_column(col, overflow="fold")

@@ -23,7 +23,8 @@ from compilewatch.bot.judge.comparison import (
 
 DASH = Markup("—")
 ICONS = {Verdict.REGRESSION: "🔴", Verdict.IMPROVEMENT: "🟢", Verdict.WITHIN_NOISE: "⚪",
-         Verdict.UNCHANGED: "·"}
+         Verdict.NOISY: "🌫️", Verdict.UNCHANGED: "·"}
+LABELS = {Verdict.WITHIN_NOISE: "within noise", Verdict.NOISY: "too noisy to judge"}
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def rate(x: float | None) -> Markup:
 
 
 def label(v: Verdict | None) -> Markup:
-    return DASH if v is None else Markup(v.value.replace("_", " "))
+    return DASH if v is None else Markup(LABELS.get(v, v.value))
 
 
 def icon(v: Verdict | None) -> Markup:
@@ -78,9 +79,18 @@ def _metric(name: str, d: Delta | None) -> Reason | None:
     if d is None or d.verdict in (None, Verdict.UNCHANGED):
         return None
     text = f"{name} {pct(d.ratio)} {ci(d)}".rstrip()
-    if d.verdict is Verdict.WITHIN_NOISE:
-        text += " (within noise)"
-    return Reason(Markup(text))
+    if d.verdict in LABELS:
+        text += f" ({LABELS[d.verdict]})"
+    return Reason(Markup(text + band(d)))
+
+
+def band(d: Delta | None) -> Markup:
+    """The evidence a verdict stood on: the change it needed and the processes behind it."""
+    if d is None or d.band is None:
+        return Markup("")
+    where = "calibrated noise" if d.calibrated else "default noise"
+    n = f", {d.samples[0]}+{d.samples[1]} {d.method or 'processes'}" if d.samples else ""
+    return Markup(f"; needed ±{d.band:.1%} ({where} {d.noise or 0:.1%}{n})")
 
 
 def _count(name: str, d: CountDelta | None) -> Reason | None:
@@ -129,5 +139,5 @@ def row_count(c: Comparison) -> int:
 
 
 FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
-           "rate": rate, "label": label, "icon": icon}
+           "rate": rate, "label": label, "icon": icon, "band": band}
 GLOBALS = {"reasons": reasons, "detailed": detailed, **FILTERS}

@@ -18,7 +18,7 @@ def _repo(tmp_path, body: str):
 def test_defaults_without_a_pyproject(tmp_path):
     cfg = load_project_config(tmp_path)
     t = cfg.threshold_policy().for_model("anything")
-    assert t.compiled_time.regression == 0.03 and t.cold_compile.regression == 0.40
+    assert t.compiled_time.regression == 0.03 and t.cold_compile.regression == 0.15
     assert not t.warm_compile.gate
     assert cfg.baseline_path == tmp_path / ".compilewatch" / "baseline.csv"
 
@@ -38,7 +38,7 @@ recompiles = 2
     policy = cfg.threshold_policy()
     plain = policy.for_model("resnet")
     assert plain.compiled_time.regression == 0.05
-    assert plain.cold_compile.regression == 0.40 and not plain.cold_compile.gate
+    assert plain.cold_compile.regression == 0.15 and not plain.cold_compile.gate
     bert = policy.for_model("hf_bert")
     assert bert.compiled_time.regression == 0.10 and bert.compiled_time.min_abs == 2.0
     gpt2 = policy.for_model("hf_gpt2")

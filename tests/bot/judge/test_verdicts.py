@@ -16,6 +16,11 @@ def _cmp(base: list, head: list, **kw) -> Comparison:
     return compare(run_results(base), run_results(head), **kw)
 
 
+# Three timing and three cold processes a side, with a GPU runner's noise.
+NOISE = {"processes": 3, "process_spread": 0.007, "spread": 0.01, "cold_processes": 3,
+         "cold_spread": 0.03}
+
+
 def test_added_removed_failing_and_fixed_are_listed_apart_and_kept_out_of_aggregates():
     base = [model_result("same", seed=1), model_result("gone", seed=1),
             model_result("breaks", seed=1),
@@ -69,7 +74,8 @@ def test_accuracy_pass_to_fail_is_a_gating_regression():
 
 def test_cache_key_change_names_the_component():
     changed = {**BASE_COMPONENTS, "example_inputs[0]": "exin0changed0000"}
-    c = _cmp([model_result("m", seed=1)], [model_result("m", seed=2, components=changed)])
+    c = _cmp([model_result("m", seed=1, **NOISE)],
+             [model_result("m", seed=2, components=changed, **NOISE)])
     row = c.rows[0]
     assert [(ch.kind, ch.changed) for ch in row.cache_changes] == [
         ("fx", ["example_inputs[0]"]), ("aot", ["example_inputs[0]"])]
@@ -79,16 +85,21 @@ def test_cache_key_change_names_the_component():
 
 
 def test_cold_compile_regression_and_memory():
-    base = [model_result("m", seed=1, cold_s=10, peak_bytes=100 * 2**20)]
-    head = [model_result("m", seed=2, cold_s=20, peak_bytes=150 * 2**20)]
+    base = [model_result("m", seed=1, cold_s=10, peak_bytes=100 * 2**20, **NOISE)]
+    head = [model_result("m", seed=2, cold_s=20, peak_bytes=150 * 2**20, **NOISE)]
     row = _cmp(base, head).rows[0]
     assert row.cold_compile.verdict is Verdict.REGRESSION and row.cold_compile.gating
     assert row.memory.verdict is Verdict.REGRESSION and row.memory.ratio == 1.5
 
 
 def test_warm_compile_regression_does_not_gate_by_default():
-    row = _cmp([model_result("m", seed=1, warm_s=2)],
-               [model_result("m", seed=2, warm_s=8)]).rows[0]
+    def warm(seed: int, seconds: float):  # type: ignore[no-untyped-def]
+        r = model_result("m", seed=seed, **NOISE)
+        samples = [seconds * f for f in (0.98, 1.0, 1.03)]
+        return r.model_copy(update={"compile": r.compile.model_copy(update={
+            "warm_s": seconds, "warm_samples_s": samples})})
+
+    row = _cmp([warm(1, 2)], [warm(2, 8)]).rows[0]
     assert row.warm_compile.verdict is Verdict.REGRESSION and not row.warm_compile.gating
     assert row.verdict is Verdict.REGRESSION and not row.gating
 
@@ -162,13 +173,13 @@ def test_a_model_that_passed_and_is_skipped_on_head_gates():
 
 
 def test_no_cold_compile_verdict_when_a_side_reused_its_cache():
-    base = run_results([model_result("m", cold_s=10.0)])
-    warm_head = model_result("m", cold_s=1.0, seed=1)
+    base = run_results([model_result("m", cold_s=10.0, **NOISE)])
+    warm_head = model_result("m", cold_s=1.0, seed=1, **NOISE)
     warm_head = warm_head.model_copy(update={
         "compile": warm_head.compile.model_copy(update={"cache_dir_was_empty": False})})
     [row] = compare(base, run_results([warm_head])).rows
     assert row.cold_compile is None
-    [row] = compare(base, run_results([model_result("m", cold_s=1.0, seed=1)])).rows
+    [row] = compare(base, run_results([model_result("m", cold_s=1.0, seed=1, **NOISE)])).rows
     assert row.cold_compile is not None and row.cold_compile.verdict is Verdict.IMPROVEMENT
 
 
