@@ -302,6 +302,8 @@ class Loop:
                     queue.remove(t)
                     st.pending -= 1
                 heapq.heapify(queue)
+            if st.planned and st.pending == 0 and not st.done:
+                self._finish(st)
 
     # --- running ---------------------------------------------------------------------------
 
@@ -391,7 +393,7 @@ class Loop:
             st.outputs.timing.append(output)
         elif output is not None:
             self._record_warm_start(st, output)
-        if st.planned and st.pending == 0:
+        if st.planned and st.pending == 0 and not st.done:
             self._finish(st)
 
     def _record_warm_start(self, st: _JobState, output: WorkerOutput) -> None:

@@ -205,3 +205,82 @@ def megacache(entries: dict[str, list[tuple[str, bytes]]]) -> bytes:
     ser.extend([(kind, [tc.CacheArtifactFactory.create(kind, key, content)
                         for key, content in pairs]) for kind, pairs in entries.items()])
     return ser.to_bytes()
+
+
+def worker_output(spec: Any, *, seed: int = 0, compiled_us: float = 50.0,
+                  eager_us: float = 100.0, cold_s: float = 2.0, warm_s: float = 0.5,
+                  fx_key: str | None = None) -> Any:
+    """What a worker would write for ``spec``, without compiling: for tests of the loop."""
+    from compilewatch.compiler.protocol import (
+        CacheLookups,
+        CompileSample,
+        LatencySample,
+        WorkerOutput,
+    )
+
+    rng = random.Random(f"{spec.model}-{spec.phase}-{seed}")
+    key = fx_key or f"f{spec.model}key"
+    cold = spec.phase == "cold"
+    latency = None
+    if spec.time_steady_state:
+        latency = LatencySample(timer="perf_counter", calls_per_block=10,
+                                eager_us=samples(eager_us, spec.rounds, rng, 0.01),
+                                compiled_us=samples(compiled_us, spec.rounds, rng, 0.01))
+    return WorkerOutput(
+        ok=True, phase=spec.phase,
+        compile=CompileSample(wall_s=(cold_s if cold else warm_s) * (1 + rng.gauss(0, 0.02)),
+                              cpu_s=cold_s, frames=1, graphs=1),
+        cache=CacheLookups(fx=[CacheKey(key=key, components=BASE_COMPONENTS,
+                                        state="miss" if cold else "hit", phase=spec.phase)],
+                           aot=[CacheKey(key="a" + key, components=BASE_COMPONENTS,
+                                         state="miss" if cold else "hit", phase=spec.phase)]),
+        counters=CacheCounters(fx_miss=1, aot_miss=1) if cold else CacheCounters(fx_hit=1,
+                                                                                 aot_hit=1),
+        accuracy=Accuracy(passed=True, max_abs_err=0.0, max_rel_err=0.0, atol=1e-4, rtol=1e-4,
+                          eager_deterministic=True) if spec.check_accuracy else None,
+        latency=latency, harness_s={"build": 0.1, "compile": 1.0})
+
+
+class FakeLauncher:
+    """Stands in for ``compiler.processes.Launcher``: the real loop runs, no process starts.
+    ``launches`` records (side, model, phase) in the order the loop started them; ``output``
+    makes each worker's output (default: ``worker_output``)."""
+
+    launches: list[tuple[str, str, str]] = []
+
+    def __init__(self, isolation: str = "fork", preload: Any = (),
+                 output: Any = None, raise_on: int | None = None) -> None:
+        import tempfile
+        from pathlib import Path
+
+        self.root = Path(tempfile.mkdtemp(prefix="fake-launcher-"))
+        self.output = output or (lambda spec, name: worker_output(spec))
+        self.raise_on = raise_on
+        FakeLauncher.launches = []
+
+    def __enter__(self) -> FakeLauncher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import shutil
+
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def prepare(self, python: str, env: dict[str, str]) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def workdir(self, name: str) -> Any:
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def run(self, launch: Any, on_phase: Any) -> tuple[Any, float]:
+        side = launch.name.split("-", 1)[0]
+        FakeLauncher.launches.append((side, launch.spec.model, launch.spec.phase))
+        if self.raise_on is not None and len(FakeLauncher.launches) == self.raise_on:
+            raise KeyboardInterrupt  # the job is cancelled while this process runs
+        on_phase(f"{launch.spec.phase}: compile")
+        return self.output(launch.spec, launch.name), 0.01

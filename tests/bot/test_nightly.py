@@ -203,33 +203,38 @@ def test_shards_publishing_into_one_tag_at_once_lose_nothing(tmp_path: Path) -> 
 def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
         harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Checkpoints after each model: results.json (finished_at null) and a manifest of the
-    artifacts verified so far, which ``--publish-only`` can publish."""
-    from compilewatch.bot import measuring, nightly
-    from compilewatch.compiler.runner import JobRun
-    from compilewatch.core.schema import load_results
-    from tests.factories import model_result
+    artifacts verified so far, which ``--publish-only`` can publish. The real loop runs; no
+    process starts (each cold compile "saves" a file, each warm start "verifies" it)."""
+    import functools
 
-    calls: list[str] = []
+    from compilewatch.bot.measuring import MeasureOptions
+    from compilewatch.bot.nightly import NightlyRequest, measure_nightly
+    from compilewatch.compiler import schedule
+    from compilewatch.compiler.protocol import SavedArtifact
+    from compilewatch.core.schema import CacheCounters, load_results
+    from tests.factories import FakeLauncher, worker_output
 
-    def measure(job, opts, on_phase=None):  # type: ignore[no-untyped-def]
-        calls.append(job.spec.name)
-        if len(calls) == 2:
-            raise KeyboardInterrupt  # the job is cancelled during the second model
-        result = model_result(job.spec.name, suite=job.suite.name, config=job.config)
-        data = b"artifact of " + job.spec.name.encode()
-        path = opts.artifact_dir / art.artifact_name(job.suite.name, job.spec.name,
-                                                     job.config.slug)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        return JobRun(result, path, {"size_bytes": len(data),
-                                     "sha256": hashlib.sha256(data).hexdigest()})
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        out = worker_output(spec)
+        if spec.save_artifact:
+            data = payload(spec.model)
+            Path(spec.save_artifact).parent.mkdir(parents=True, exist_ok=True)
+            Path(spec.save_artifact).write_bytes(data)
+            out = out.model_copy(update={"artifact": SavedArtifact(
+                size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest())})
+        if spec.phase == "warm_start":
+            out = out.model_copy(update={"counters": CacheCounters(fx_hit=1)})
+        return out
 
-    monkeypatch.setattr(measuring, "run_job_full", measure)
+    # cancelled in the second model's cold compile (launches: cold, warm start, cold...)
+    monkeypatch.setattr(schedule, "Launcher",
+                        functools.partial(FakeLauncher, output=output, raise_on=3))
     out = tmp_path / "nightly"
     with pytest.raises(KeyboardInterrupt):
-        nightly.measure_nightly(suites=(harness_suite,), models=("breaks", "branchy"),
-                                device="cpu", out=out, timeout_s=60.0, rounds=3, block_ms=2.0,
-                                quiet=True)
+        measure_nightly(NightlyRequest(
+            out=out, suites=(harness_suite,), models=("breaks", "branchy"),
+            measure=MeasureOptions(timeout_s=60.0, rounds=3, block_ms=2.0, timing_processes=0,
+                                   quiet=True)))
     partial = load_results(out / "results.json")
     assert [r.model for r in partial.results] == ["breaks"] and partial.finished_at is None
     assert partial.settings.trigger == "nightly"

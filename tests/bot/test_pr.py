@@ -1,7 +1,8 @@
 """`compilewatch pr`: real git repositories in temp dirs; one real end-to-end compile.
 
 The orchestration tests inject a fake measuring function (``pr_command(measure=...)``): what
-they check (refs, worktrees, order, cleanup) does not depend on compiling anything.
+they check (refs, worktrees, cleanup) does not depend on compiling anything. The order of the
+processes is the loop's, tested with no process started (tests/compiler/test_schedule.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from compilewatch.bot.cache.fetch import WarmCacheOptions
 from compilewatch.bot.cli import main
-from compilewatch.bot.pr import pr_command
+from compilewatch.bot.measuring import MeasureOptions
+from compilewatch.bot.pr import PrRequest, pr_command
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER
-from compilewatch.compiler.plan import Job
-from compilewatch.compiler.runner import RunOptions
+from compilewatch.compiler.schedule import JobRun, RunOptions, Side
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import ModelResult, load_results
+from compilewatch.core.schema import load_results
 from tests.factories import environment, model_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
 
@@ -67,25 +69,43 @@ def worktree_list(repo: Path) -> list[str]:
 
 
 class Recorder:
-    """Stands in for run_job: remembers what ran where, returns a plausible result."""
+    """Stands in for the measuring loop: remembers what each side was to measure, returns a
+    plausible result per job."""
 
     def __init__(self, fail: bool = False) -> None:
         self.calls: list[tuple[str, str, str]] = []
         self.opts: dict[str, RunOptions] = {}
         self.fail = fail
+        self.same_environment: bool | None = None
 
-    def __call__(self, side: str, job: Job, opts: RunOptions) -> ModelResult:
-        self.calls.append((side, job.spec.name, job.suite.source))
-        self.opts[side] = opts
-        if self.fail:
-            raise RuntimeError("measuring blew up")
-        return model_result(job.spec.name, suite=job.suite.name, config=job.config,
-                            seed=len(self.calls))
+    def __call__(self, sides: list[Side], options: MeasureOptions, *,
+                 same_environment: bool = True) -> dict[str, list[JobRun]]:
+        self.same_environment = same_environment
+        out: dict[str, list[JobRun]] = {}
+        for side in sides:
+            self.opts[side.name] = side.opts
+            out[side.name] = []
+            for job in side.jobs:
+                self.calls.append((side.name, job.spec.name, job.suite.source))
+                if self.fail:
+                    raise RuntimeError("measuring blew up")
+                out[side.name].append(JobRun(model_result(
+                    job.spec.name, suite=job.suite.name, config=job.config,
+                    seed=len(self.calls))))
+        return out
+
+
+WARM_KEYS = ("warm_cache", "warm_cache_repo", "token_env", "github_url")
 
 
 def fake_pr(repo: Path, out: Path, recorder: Recorder, **kwargs: object) -> None:
-    pr_command(repo=repo, out=out, measure=recorder, environment=lambda _: environment(),
-               quiet=True, **kwargs)  # type: ignore[arg-type]
+    warm = {k: kwargs.pop(k) for k in WARM_KEYS if k in kwargs}
+    wc = WarmCacheOptions(source=warm.get("warm_cache"), repo=warm.get("warm_cache_repo"),
+                          token_env=warm.get("token_env", "GITHUB_TOKEN"),
+                          github_url=warm.get("github_url"))  # type: ignore[arg-type]
+    pr_command(PrRequest(repo=repo, out=out, measure=MeasureOptions(quiet=True),
+                         warm_cache=wc, no_db=True, **kwargs),  # type: ignore[arg-type]
+               measure=recorder, environment=lambda _: environment())
 
 
 def test_base_is_the_merge_base_and_each_side_reads_its_own_suite(repo: Path,
@@ -126,15 +146,17 @@ def test_model_filter_may_match_one_side_only(repo: Path, tmp_path: Path) -> Non
                 models=("nowhere",))
 
 
-def test_jobs_alternate_sides(repo: Path, tmp_path: Path) -> None:
+def test_both_sides_go_to_the_loop_together(repo: Path, tmp_path: Path) -> None:
+    """One loop call with both sides (it interleaves their processes), in one environment."""
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a", "b", "c")}, "A")
     sh(repo, "checkout", "-q", "-b", "feature")
     commit(repo, {"models.py": suite_file("a", "b", "c", "d")}, "B")
     rec = Recorder()
     fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
     assert [(side, name) for side, name, _ in rec.calls] == [
-        ("base", "a"), ("head", "a"), ("head", "b"), ("base", "b"),
-        ("base", "c"), ("head", "c"), ("head", "d")]
+        ("base", "a"), ("base", "b"), ("base", "c"),
+        ("head", "a"), ("head", "b"), ("head", "c"), ("head", "d")]
+    assert rec.same_environment is True
 
 
 def test_worktrees_are_removed_when_measuring_fails(repo: Path, tmp_path: Path) -> None:
@@ -182,15 +204,17 @@ def test_warm_cache_gives_each_side_its_own_environment(repo: Path, tmp_path: Pa
     envs = {sys.executable: environment(torch="2.13.0", fingerprint="a" * 32),
             other: environment(torch="2.14.0", fingerprint="b" * 32)}
     rec = Recorder()
-    pr_command(repo=repo, out=tmp_path / "out", measure=rec, environment=lambda p: envs[p],
-               quiet=True, base="main", head="main", head_python=other,
-               warm_cache=str(tmp_path / "published"))
+    pr_command(PrRequest(repo=repo, out=tmp_path / "out", measure=MeasureOptions(quiet=True),
+                         base="main", head="main", head_python=other, no_db=True,
+                         warm_cache=WarmCacheOptions(source=str(tmp_path / "published"))),
+               measure=rec, environment=lambda p: envs[p])
+    assert rec.same_environment is False
     base, head = rec.opts["base"].warm_cache, rec.opts["head"].warm_cache
     assert base is not None and head is not None
     assert base.root == head.root == tmp_path / "published"
     assert (base.fingerprint, base.torch_version) == (envs[sys.executable].fingerprint, "2.13.0")
     assert (head.fingerprint, head.torch_version) == (envs[other].fingerprint, "2.14.0")
-    with pytest.raises(UsageError, match="needs --repo"):
+    with pytest.raises(UsageError, match="needs --warm-cache-repo"):
         fake_pr(repo, tmp_path / "out2", Recorder(), base="main", head="main",
                 head_python=other, warm_cache="release")
 

@@ -1,0 +1,168 @@
+"""The measuring loop's order and lanes, with no process started (``FakeLauncher``): which
+processes run, in which order, what runs beside what, and what is skipped."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from compilewatch.compiler import schedule
+from compilewatch.compiler.plan import Job
+from compilewatch.compiler.schedule import LoopSettings, RunOptions, Side, measure
+from compilewatch.core.schema import Category, Config, Status
+from compilewatch.suites.loader import load_suite
+from tests.factories import FakeLauncher, worker_output
+
+SUITE = """
+import torch
+from compilewatch.suites import model
+
+SUITE_NAME = "loop"
+
+@model("a")
+def a():
+    return torch.sin, (torch.randn(4),)
+
+@model("b")
+def b():
+    return torch.cos, (torch.randn(4),)
+
+@model("c")
+def c():
+    return torch.tan, (torch.randn(4),)
+"""
+
+
+@pytest.fixture
+def jobs(tmp_path: Path) -> list[Job]:
+    path = tmp_path / "loop_suite.py"
+    path.write_text(SUITE)
+    suite = load_suite(str(path))
+    return [Job(suite, spec, Config()) for spec in suite.models.values()]
+
+
+def _fake(monkeypatch: pytest.MonkeyPatch, **kw: object) -> None:
+    monkeypatch.setattr(schedule, "Launcher", lambda *a, **k: FakeLauncher(**kw))
+
+
+OPTS = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=2)
+
+
+def test_two_sides_alternate_abba_per_model_and_per_timing_process(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(monkeypatch)
+    sides = [Side("base", jobs[:2], OPTS), Side("head", jobs, OPTS)]
+    measure(sides, LoopSettings(isolation="spawn", measure_all=True))
+    assert FakeLauncher.launches == [
+        ("base", "a", "cold"), ("head", "a", "cold"),
+        ("base", "a", "warm"), ("head", "a", "warm"), ("head", "a", "warm"),
+        ("base", "a", "warm"),
+        ("head", "b", "cold"), ("base", "b", "cold"),
+        ("head", "b", "warm"), ("base", "b", "warm"), ("base", "b", "warm"),
+        ("head", "b", "warm"),
+        ("head", "c", "cold"), ("head", "c", "warm"), ("head", "c", "warm"),  # head only
+    ]
+
+
+def test_the_same_compiled_code_on_both_sides_is_not_timed(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model a has the same FX and AOT keys on both sides (one graph, no break): not timed.
+    Model b's head key differs: timed as usual."""
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
+        return worker_output(spec, fx_key=key)
+
+    _fake(monkeypatch, output=output)
+    sides = [Side("base", jobs[:2], OPTS), Side("head", jobs[:2], OPTS)]
+    runs = measure(sides, LoopSettings(isolation="spawn"))
+    assert [(s, m, p) for s, m, p in FakeLauncher.launches if m == "a"] == [
+        ("base", "a", "cold"), ("head", "a", "cold")]
+    assert len([1 for _, m, p in FakeLauncher.launches if m == "b" and p == "warm"]) == 4
+    for side in ("base", "head"):
+        a, b = (r.result for r in runs[side])
+        assert a.status is Status.PASS and a.latency is None
+        assert a.timing_skipped and "unchanged by construction" in a.timing_skipped
+        assert b.timing_skipped is None and b.latency is not None
+        assert b.latency.processes == 2 and b.latency.process_sizes == [3, 3]
+
+
+def test_a_different_environment_is_always_timed(jobs: list[Job],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(monkeypatch)
+    sides = [Side("base", jobs[:1], OPTS), Side("head", jobs[:1], OPTS)]
+    runs = measure(sides, LoopSettings(isolation="spawn", same_environment=False))
+    assert runs["head"][0].result.latency is not None
+
+
+def test_cold_and_timing_processes_give_their_samples(jobs: list[Job],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(monkeypatch)
+    opts = RunOptions(rounds=4, block_ms=1.0, cold_processes=3, timing_processes=3)
+    [run] = measure([Side("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))["run"]
+    r = run.result
+    assert len(r.compile.cold_samples_s) == 3 and len(r.compile.warm_samples_s) == 3
+    assert r.compile.cold_s == sorted(r.compile.cold_samples_s)[1]
+    assert r.latency is not None and r.latency.process_sizes == [4, 4, 4]
+    assert r.cache.counters["cold"].fx_miss == 1 and r.cache.counters["warm"].fx_hit == 1
+    assert r.harness_s["compile"] == pytest.approx(6.0)  # six processes, 1 s each
+
+
+def test_a_failed_cold_compile_stops_that_model_there(jobs: list[Job],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        out = worker_output(spec)
+        if spec.model == "a":
+            return out.model_copy(update={"ok": False, "category": Category.COMPILE_ERROR,
+                                          "error": "boom"})
+        return out
+
+    _fake(monkeypatch, output=output)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
+    runs = measure([Side("run", jobs[:2], opts)], LoopSettings(isolation="spawn"))["run"]
+    assert [m for _, m, _ in FakeLauncher.launches].count("a") == 1
+    assert runs[0].result.category is Category.COMPILE_ERROR and runs[0].result.error == "boom"
+    assert runs[1].result.status is Status.PASS
+
+
+class _Concurrency:
+    """Records, for each process, what else was running when it started."""
+
+    def __init__(self) -> None:
+        self.running: list[str] = []
+        self.seen: list[tuple[str, tuple[str, ...]]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, spec, name):  # type: ignore[no-untyped-def]
+        kind = "timing" if spec.time_steady_state else "compile"
+        with self.lock:
+            self.seen.append((kind, tuple(self.running)))
+            self.running.append(kind)
+        time.sleep(0.05)
+        with self.lock:
+            self.running.remove(kind)
+        return worker_output(spec)
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["gpu-overlap", "cpu-exclusive"])
+def test_timing_processes_run_one_at_a_time(jobs: list[Job], monkeypatch: pytest.MonkeyPatch,
+                                            overlap: bool) -> None:
+    """The device lock: never two timing processes at once. With overlap (a GPU run) compiles
+    run beside timing on other cores; without it (CPU timing) nothing runs beside timing."""
+    seen = _Concurrency()
+    _fake(monkeypatch, output=seen)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
+    sides = [Side("base", jobs, opts), Side("head", jobs, opts)]
+    measure(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=overlap,
+                                measure_all=True))
+    timing = [others for kind, others in seen.seen if kind == "timing"]
+    assert len(timing) == 18 and not [o for o in timing if "timing" in o]
+    compiles_beside_timing = [o for kind, o in seen.seen if "timing" in o or
+                              (kind == "timing" and "compile" in o)]
+    if overlap:
+        assert compiles_beside_timing, "compiles never overlapped timing"
+        assert max(len(o) for _, o in seen.seen) <= 3  # three compile slots + one timing
+    else:
+        assert compiles_beside_timing == []
