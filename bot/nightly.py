@@ -98,7 +98,8 @@ def measure_nightly(req: NightlyRequest) -> tuple[RunResults, art.Manifest, list
     sources = suite_sources(req.suites, req.repo)
     jobs = plan_jobs(resolve_suites(sources), device=req.measure.device, models=req.models)
     env = collect_environment(req.python)
-    opts = req.measure.run_options(req.python, artifact_dir=out / "artifacts")
+    opts = req.measure.run_options(req.python, artifact_dir=out / "artifacts",
+                                   diagnostics_dir=out / "diagnostics", diagnostics_base=out)
     started, run_id = now(), uuid.uuid4().hex
     git = gitutil.head_info(req.repo)
     results_of = functools.partial(build_results, env=env, git=git, sources=sources,

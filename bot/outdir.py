@@ -1,5 +1,8 @@
 """The output directory ``compilewatch pr`` writes and ``compilewatch post`` reads: its files and
-the size cap of each. One definition, so ``pr`` refuses early what ``post`` would refuse."""
+the size cap of each. One definition, so ``pr`` refuses early what ``post`` would refuse.
+
+``diagnostics/`` (traces, tlparse reports, code diffs) is for people: ``post`` checks that it is a
+real directory and never reads inside it."""
 
 from __future__ import annotations
 
@@ -8,3 +11,4 @@ FILE_LIMITS = {"base.json": 32 * MIB, "head.json": 32 * MIB, "comparison.json": 
                "comment.md": 1 * MIB, "report.html": 32 * MIB}
 OUT_FILES = tuple(FILE_LIMITS)
 REQUIRED = ("base.json", "head.json")
+DIAGNOSTICS = "diagnostics"

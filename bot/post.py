@@ -31,7 +31,7 @@ from compilewatch.bot.github.client import (
     split_repo,
 )
 from compilewatch.bot.github.sticky import CommentResult, fit_comment, upsert_comment
-from compilewatch.bot.outdir import FILE_LIMITS, REQUIRED
+from compilewatch.bot.outdir import DIAGNOSTICS, FILE_LIMITS, REQUIRED
 from compilewatch.bot.render.neutralise import neutralise
 from compilewatch.core.errors import GitHubError, ResultsFileError, UsageError
 from compilewatch.core.schema import RunResults, load_results
@@ -90,6 +90,8 @@ def validate_outdir(outdir: Path) -> tuple[RunResults, RunResults]:
     unexpected, too_big = [], []
     for entry in sorted(outdir.iterdir()):
         st = entry.lstat()
+        if entry.name == DIAGNOSTICS and stat.S_ISDIR(st.st_mode):
+            continue  # for people, from the artifact; never read here
         limit = FILE_LIMITS.get(entry.name)
         if limit is None or not stat.S_ISREG(st.st_mode):
             unexpected.append(entry.name)
@@ -97,7 +99,8 @@ def validate_outdir(outdir: Path) -> tuple[RunResults, RunResults]:
             too_big.append(f"{entry.name} ({st.st_size} bytes > {limit})")
     if unexpected:
         raise ResultsFileError(f"{outdir}: unexpected entries (only regular files named "
-                               f"{', '.join(FILE_LIMITS)} are allowed): "
+                               f"{', '.join(FILE_LIMITS)} and a {DIAGNOSTICS}/ directory are "
+                               "allowed): "
                                f"{', '.join(map(repr, unexpected[:10]))}")
     if too_big:
         raise ResultsFileError(f"{outdir}: over the size limit: {', '.join(too_big)}")

@@ -21,6 +21,7 @@ from typing import Literal
 
 import click
 
+from compilewatch.bot import diagnostics
 from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
@@ -36,12 +37,12 @@ from compilewatch.bot.measuring import (
     now,
     suite_sources,
 )
-from compilewatch.bot.outdir import OUT_FILES
+from compilewatch.bot.outdir import DIAGNOSTICS, OUT_FILES
 from compilewatch.bot.render.formats import render
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import Environment, RunResults, dumps_results
+from compilewatch.core.schema import Environment, HostCheck, RunResults, dumps_results
 from compilewatch.suites.loader import Suite, load_suite
 
 SideName = Literal["base", "head"]
@@ -103,18 +104,29 @@ def check_models_matched(plans: Iterable[SidePlan], models: Iterable[str]) -> No
         raise UsageError(f"--model {', '.join(unmatched)} matches no model on either side")
 
 
-def write_outdir(out: Path, files: dict[str, str]) -> None:
-    """Write all files into a sibling temp dir, then move them in: no half-written outdir."""
+def staging(out: Path) -> Path:
+    """A sibling temp dir the output is built in (diagnostics while measuring, files at the
+    end), so a failure never leaves a half-written outdir."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+
+
+def write_outdir(out: Path, files: dict[str, str], stage: Path | None = None) -> None:
+    """Write the files into ``stage`` (made here when None), then move them and the stage's
+    diagnostics into ``out``."""
+    tmp = stage or staging(out)
     try:
         for name, text in files.items():
             (tmp / name).write_text(text, encoding="utf-8")
         if not out.exists():
             os.replace(tmp, out)
             return
-        for name in files:
-            os.replace(tmp / name, out / name)
+        old = out / DIAGNOSTICS
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old)
+        for name in [*files, DIAGNOSTICS]:
+            if (tmp / name).exists():
+                os.replace(tmp / name, out / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -123,7 +135,8 @@ def check_outdir(out: Path) -> None:
     """Refuse early (before minutes of measuring) an outdir that ``post`` would refuse."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
-    extra = sorted(p.name for p in out.iterdir() if p.name not in OUT_FILES) if out.is_dir() \
+    extra = sorted(p.name for p in out.iterdir() if p.name not in (*OUT_FILES, DIAGNOSTICS)) \
+        if out.is_dir() \
         else []
     if extra:
         raise UsageError(f"--out {out} holds other files ({', '.join(extra)}); choose an empty "
@@ -175,6 +188,19 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
         and req.base_python == req.head_python
     started = now()
     host = host_check(req.measure.device, req.base_python)
+    stage = staging(req.out)
+    try:
+        comparison, runs = _measure(req, refs, envs, pythons, same_env, started, host, stage,
+                                    measure)
+        return _finish(comparison, runs, req, stage)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
+             pythons: dict[SideName, str], same_env: bool, started: str,
+             host: HostCheck | None, stage: Path, measure: Measure
+             ) -> tuple[Comparison, dict[SideName, RunResults]]:
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl, \
             worktrees(req.repo, {"base": refs.base, "head": refs.head}) as trees:
         # whose artifacts may be loaded: the base checkout says, never the PR's own files
@@ -184,7 +210,8 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
         check_models_matched(plans.values(), req.models)
         sides = [Side(s, plans[s].jobs, req.measure.run_options(
             pythons[s], warm_cache=resolve_warm_cache(req.warm_cache, envs[pythons[s]],
-                                                      dest=Path(dl) / s, trusted_keys=keys)))
+                                                      dest=Path(dl) / s, trusted_keys=keys),
+            diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage))
                  for s in SIDES]
         measured = measure(sides, req.measure, same_environment=same_env)
         runs = {s: build_results([j.result for j in measured[s]], env=envs[pythons[s]],
@@ -193,7 +220,10 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
                                  host=host) for s in SIDES}
         # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
         comparison = compare_with_project(runs["base"], runs["head"], trees["base"])
-    return _finish(comparison, runs, req)
+        if any(diagnostics.flagged(r) for r in comparison.rows):
+            runs = diagnostics.attach(comparison, runs, stage)  # type: ignore[assignment]
+            comparison = compare_with_project(runs["base"], runs["head"], trees["base"])
+    return comparison, runs
 
 
 def _git(refs: Refs, side: SideName) -> dict[str, object]:
@@ -208,13 +238,13 @@ def _display(sources: list[str], tree: Path) -> list[str]:
 
 
 def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
-            req: PrRequest) -> Comparison:
+            req: PrRequest, stage: Path) -> Comparison:
     """Write, store, print; a gating regression is raised last so CI keeps every file."""
     write_outdir(req.out, {
         "base.json": dumps_results(runs["base"]), "head.json": dumps_results(runs["head"]),
         "comparison.json": render(comparison, "json"),
         "comment.md": render(comparison, "markdown", req.report_url),
-        "report.html": render(comparison, "html")})
+        "report.html": render(comparison, "html")}, stage)
     if not req.no_db:
         from compilewatch.db import store_runs
 

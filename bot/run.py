@@ -41,6 +41,7 @@ class RunRequest:
     cache_dir: Path | None = None
     db_url: str | None = None
     no_db: bool = False
+    diagnostics: bool = True  # keep each cold compile's trace beside the results file
     repo: Path = Path(".")
     python: str = sys.executable
     measure: MeasureOptions = field(default_factory=MeasureOptions)
@@ -64,7 +65,9 @@ def run_command(req: RunRequest) -> RunResults:
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
         keys = load_project_config(req.repo).cache_public_keys
         wc = resolve_warm_cache(req.warm_cache, env, dest=Path(dl), trusted_keys=keys)
-        opts = req.measure.run_options(req.python, cache_root=req.cache_dir, warm_cache=wc)
+        kept = req.out.parent / f"{req.out.stem}.diagnostics" if req.diagnostics else None
+        opts = req.measure.run_options(req.python, cache_root=req.cache_dir, warm_cache=wc,
+                                       diagnostics_dir=kept, diagnostics_base=req.out.parent)
         measured = measure_sides(
             [Side("run", jobs, opts)], req.measure, console=console,
             on_done=lambda done: save_results(

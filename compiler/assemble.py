@@ -33,6 +33,7 @@ class Outputs:
     notes: list[str] = field(default_factory=list)
     timing_skipped: str | None = None
     cold_concurrent: bool = False
+    trace: str | None = None  # the first cold compile's trace, kept (a relative path)
 
     def all(self) -> list[WorkerOutput]:
         return [*self.cold, *self.timing, *([self.warm_start] if self.warm_start else [])]
@@ -117,16 +118,18 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
     category, error = _status(o)
     result: dict[str, Any] = {**base, "status": STATUS_OF[category], "category": category,
                               "error": error, "notes": list(o.notes), "duration_s": o.seconds,
-                              "harness_s": _harness(o.all())}
+                              "harness_s": _harness(o.all()),
+                              "diagnostics": {"trace": o.trace} if o.trace else None}
     c = o.cold[0]
     if not c.ok or c.compile is None:
         return result
     colds = [x.compile for x in o.cold if x.ok and x.compile is not None]
     warms = [x.compile for x in o.timing if x.ok and x.compile is not None]
+    w = next((x for x in o.timing if x.ok and x.compile is not None), None)
     s = o.warm_start if o.warm_start is not None and o.warm_start.ok else None
     timed = o.timing or [c]
     latency, speedup = _latency(timed) if o.timing_skipped is None else (None, None)
-    counters = {"cold": c.counters} | ({"warm": o.timing[0].counters} if warms else {}) \
+    counters = {"cold": c.counters} | ({"warm": w.counters} if w else {}) \
         | ({"warm_start": s.counters} if s else {})
     cold_s = _median([x.wall_s for x in colds])
     result.update(
@@ -146,9 +149,8 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
                  "cold_instructions": c.compile.instructions,
                  "cache_dir_was_empty": was_empty},
         graph_breaks=c.graph_breaks, recompiles=c.recompiles,
-        cache={"fx": [*c.cache.fx, *(o.timing[0].cache.fx if warms else []),
-                      *(s.cache.fx if s else [])],
-               "aot": [*c.cache.aot, *(o.timing[0].cache.aot if warms else []),
+        cache={"fx": [*c.cache.fx, *(w.cache.fx if w else []), *(s.cache.fx if s else [])],
+               "aot": [*c.cache.aot, *(w.cache.aot if w else []),
                        *(s.cache.aot if s else [])],
                "counters": {k: v for k, v in counters.items() if v is not None},
                "unknown_reason": c.cache_unknown},

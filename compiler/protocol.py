@@ -55,7 +55,9 @@ class WorkerSpec(_Frozen):
     save_artifact: str | None = None
     load_artifact: str | None = None
     trace_dir: str | None = None  # keep the structured trace of this compile here
-    pin_cpus: tuple[int, ...] = ()
+    pin_cpus: tuple[int, ...] = ()  # where the measuring section runs
+    prepare_cpus: tuple[int, ...] = ()  # where the rest runs (off the timing cores)
+    device_lock: str | None = None  # a file: one measuring section at a time
     gpu_warmup_s: float = Field(0.0, ge=0)
     out: str
     status_file: str

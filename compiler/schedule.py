@@ -21,6 +21,7 @@ break, equal FX and AOT keys, same environment) is not timed: its result says wh
 
 from __future__ import annotations
 
+import gzip
 import heapq
 import itertools
 import os
@@ -68,6 +69,10 @@ class RunOptions:
     warm_cache: WarmCache | None = None  # load a published artifact for a warm-start compile
     pin_cpus: tuple[int, ...] = ()  # timing processes run on these cores
     gpu_warmup_s: float = 0.0
+    # keep each first cold compile's structured trace (gzip) in this folder; results name it
+    # relative to ``diagnostics_base``
+    diagnostics_dir: Path | None = None
+    diagnostics_base: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,9 @@ class LoopSettings:
     isolation: Isolation = "fork"
     compile_slots: int = 1
     overlap: bool = False
+    # with overlap: timing processes started at once; each builds and compiles off the timing
+    # cores, then waits for the device lock, so the GPU never waits for a process to start
+    timing_ahead: int = 2
     measure_all: bool = False  # time models that are unchanged by construction too
     same_environment: bool = True  # both sides in one interpreter and environment
 
@@ -313,6 +321,8 @@ class Loop:
         times = kind == "timing" or self._times_in_cold(st.side.name, kind, index)
         first_timing = (kind == "timing" and index == 1) or (times and kind == "cold")
         pin = opts.pin_cpus if times else self._compile_cpus(opts)
+        lock = str(self.launcher.root / "device.lock") if times and self.settings.overlap \
+            else None
         cache_dir = st.cache_dir
         if kind == "cold" and index > 1:
             cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-cold{index}")
@@ -320,12 +330,16 @@ class Loop:
             cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-start")
         save = str(self._artifact_path(st)) if (kind == "cold" and index == 1
                                                 and opts.artifact_dir is not None) else None
+        trace = str(self.launcher.workdir(f"{st.side.name}-{job.spec.name}-trace")) \
+            if kind == "cold" and index == 1 and opts.diagnostics_dir is not None else None
         spec = WorkerSpec(
             suite=job.suite.source, model=job.spec.name, config=job.config, phase=phase,
+            trace_dir=trace,
             large=job.config.device == "cuda", rounds=opts.rounds, block_ms=opts.block_ms,
             time_steady_state=times, measure_memory=first_timing,
             check_accuracy=(kind == "cold" and index == 1) or kind == "warm_start",
-            save_artifact=save, pin_cpus=pin,
+            save_artifact=save, pin_cpus=pin, device_lock=lock,
+            prepare_cpus=self._compile_cpus(opts) if times else (),
             gpu_warmup_s=opts.gpu_warmup_s if times else 0.0, out="", status_file="")
         return spec, cache_dir
 
@@ -386,6 +400,7 @@ class Loop:
             assert output is not None
             st.outputs.cold.append(output)  # the first cold process always ends first
             if task.index == 1:
+                st.outputs.trace = self._keep_trace(st)
                 self._plan_rest(st)
                 self._maybe_skip_timing(key)
         elif task.kind == "timing":
@@ -395,6 +410,26 @@ class Loop:
             self._record_warm_start(st, output)
         if st.planned and st.pending == 0 and not st.done:
             self._finish(st)
+
+    def _keep_trace(self, st: _JobState) -> str | None:
+        """The first cold compile's trace, gzipped into the diagnostics folder; its path relative
+        to ``diagnostics_base`` (None: nothing was asked for, or torch wrote none)."""
+        opts, job = st.side.opts, st.job
+        if opts.diagnostics_dir is None:
+            return None
+        src = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-trace")
+        logs = sorted(p for p in src.iterdir() if p.is_file())
+        if not logs:
+            return None
+        stem = artifacts.job_stem(job.suite.name, job.spec.name, job.config.slug)
+        dest = opts.diagnostics_dir / stem / "cold.trace.gz"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(dest, "wb") as out:
+            for log in logs:
+                with open(log, "rb") as f:
+                    shutil.copyfileobj(f, out)
+        base = opts.diagnostics_base or opts.diagnostics_dir
+        return os.path.relpath(dest, base)
 
     def _record_warm_start(self, st: _JobState, output: WorkerOutput) -> None:
         st.outputs.warm_start = output
@@ -436,7 +471,7 @@ class Loop:
     def _can_start(self, timing: bool) -> bool:
         if self.settings.overlap:
             if timing:
-                return self.running_timing == 0
+                return self.running_timing < self.settings.timing_ahead
             return self.running_compiles < self.settings.compile_slots
         if self.running_timing:
             return False
@@ -468,7 +503,7 @@ class Loop:
     def run(self) -> dict[str, list[JobRun]]:
         self.plan()
         running: dict[Future[tuple[_Task, WorkerOutput | None, float]], bool] = {}
-        slots = max(1, self.settings.compile_slots) + 1
+        slots = max(1, self.settings.compile_slots) + max(1, self.settings.timing_ahead)
         with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="measure") as pool:
             try:
                 while self.compile_queue or self.timing_queue or running:

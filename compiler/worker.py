@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import json
 import os
 import sys
@@ -313,8 +314,6 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     if spec.config.device == "cuda" and not torch.cuda.is_available():
         raise Failure(Category.UNSUPPORTED, "device cuda requested but "
                       "torch.cuda.is_available() is False on this machine")
-    if spec.pin_cpus and spec.config.device == "cpu":
-        torch.set_num_threads(len(spec.pin_cpus))
     probe = probes.CompileProbe()
     probe.install()
     with h.phase("build"):
@@ -340,13 +339,40 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     if spec.check_accuracy:
         with h.phase("accuracy"):
             result["accuracy"] = check_accuracy(m, compiled, out, eager_out, det)
-    if spec.measure_memory:
-        with h.phase("memory"):
-            result["memory"] = measure_memory(m, compiled)
-    if spec.time_steady_state:
-        with h.phase("timing"):
-            result["latency"] = measure_latency(m, compiled, spec)
+    if not (spec.measure_memory or spec.time_steady_state):
+        return result
+    with device(spec, h):
+        if spec.measure_memory:
+            with h.phase("memory"):
+                result["memory"] = measure_memory(m, compiled)
+        if spec.time_steady_state:
+            with h.phase("timing"):
+                result["latency"] = measure_latency(m, compiled, spec)
     return result
+
+
+@contextlib.contextmanager
+def device(spec: WorkerSpec, h: Harness) -> Iterator[None]:
+    """The measuring section: wait for the device lock (one timing process at a time; the
+    others build and compile meanwhile), then move to the timing cores."""
+    import torch
+
+    lock = None
+    if spec.device_lock:
+        with h.phase("wait_device"):
+            lock = open(spec.device_lock, "a")  # noqa: SIM115 - held until the block ends
+            fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        if spec.pin_cpus:
+            with contextlib.suppress(OSError, AttributeError):
+                os.sched_setaffinity(0, spec.pin_cpus)
+            if spec.config.device == "cpu":
+                torch.set_num_threads(len(spec.pin_cpus))
+        yield
+    finally:
+        if lock is not None:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.close()
 
 
 def run_spec(spec: WorkerSpec, import_s: float | None, paid_import: bool = True
@@ -380,9 +406,10 @@ def write_output(spec: WorkerSpec, output: WorkerOutput) -> None:
 def start(spec_path: str, import_s: float | None, paid_import: bool = True) -> int:
     """The process side: pin, read the spec, measure, write the output."""
     spec = WorkerSpec.model_validate(json.loads(Path(spec_path).read_text(encoding="utf-8")))
-    if spec.pin_cpus:
+    cpus = spec.prepare_cpus or spec.pin_cpus
+    if cpus:
         with contextlib.suppress(OSError, AttributeError):
-            os.sched_setaffinity(0, spec.pin_cpus)
+            os.sched_setaffinity(0, cpus)
     write_output(spec, run_spec(spec, import_s, paid_import))
     return 0
 

@@ -302,15 +302,26 @@ class Memory(_Model):
     unknown_reason: Short | None = None
 
 
+def _relative(path: str) -> str:
+    if path.startswith("/") or ".." in path.split("/"):
+        raise ValueError("must be a relative path inside the output directory")
+    return path
+
+
+# A path a report links to: relative, inside the output directory, of a plain alphabet (no
+# scheme such as ``javascript:``, no ``..``).
+RelPath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.][A-Za-z0-9_.\-/]{0,255}$"),
+                    AfterValidator(_relative)]
+
+
 class Diagnostics(_Model):
     """What travels with a model for a compiler engineer to act on: files beside the results
     (relative paths inside the output directory)."""
 
-    trace: Short | None = None  # the cold compile's TORCH_TRACE log, gzip
-    tlparse: Short | None = None  # tlparse's report of that log (a folder with index.html)
-    recompiles: Short | None = None  # recompile reasons and guard failures, text
-    code: Short | None = None  # Inductor's generated code of each graph
-    code_diff: Short | None = None  # base -> head diff of the generated code (pr)
+    trace: RelPath | None = None  # the cold compile's TORCH_TRACE log, gzip
+    tlparse: RelPath | None = None  # tlparse's report of that log (a folder with index.html)
+    recompiles: RelPath | None = None  # graph breaks and recompile reasons, text (pr)
+    code_diff: RelPath | None = None  # base -> head diff of the generated code (pr)
 
 
 class ModelResult(_Model):

@@ -120,6 +120,7 @@ class ModelRow(_Data):
     gating_findings: list[str] = Field(default_factory=list)  # which metrics gate, by name
     timing_skipped: str | None = None  # not timed: the same compiled code by construction
     launch_bound: bool | None = None
+    diagnostics: dict[str, str] = Field(default_factory=dict)  # what -> path in the output
 
 
 class Aggregates(_Data):

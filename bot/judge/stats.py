@@ -26,6 +26,7 @@ Ident = tuple[str, str, str]
 # cold compiles 5-25% when run one after another (pairs run side by side cancel most of it).
 DEFAULT_PRIORS: dict[str, Prior] = {
     "compiled_time": Prior(sd=0.015, df=2),
+    "compiled_time_normalised": Prior(sd=0.015, df=2),
     "cold_compile": Prior(sd=0.05, df=4),
     "warm_compile": Prior(sd=0.08, df=4),
 }

@@ -119,15 +119,15 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     t = judge.thresholds
     launch_bound = bool(bl.launch_bound or hl.launch_bound)
     threshold = t.compiled_time_launch_bound if launch_bound else t.compiled_time
-    prior, calibrated = judge.prior("compiled_time")
     groups_b = [c for _, c in bl.per_process()]
     groups_h = [c for _, c in hl.per_process()]
-    method, note = "processes", None
+    method, note, metric = "processes", None, "compiled_time"
     if launch_bound and _model_unchanged(b, h):
         groups_b, groups_h = _normalised(bl), _normalised(hl)
-        method = "processes, eager-normalised"
+        method, metric = "processes, eager-normalised", "compiled_time_normalised"
         note = ("launch-bound and the model is unchanged: judged on compiled/eager per round, "
                 "which the host's speed cancels out of")
+    prior, calibrated = judge.prior(metric)
     if min(len(groups_b), len(groups_h)) == 1 and not calibrated:
         note = ((note + "; ") if note else "") + (
             "one timing process a side: the interval assumes the default noise between "
@@ -291,7 +291,27 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         timing_skipped=h.timing_skipped if both else None,
         launch_bound=(b.latency.launch_bound or h.latency.launch_bound)
         if b.latency and h.latency else None,
+        diagnostics=_diagnostics(b, h),
     )
+
+
+def _diagnostics(b: ModelResult, h: ModelResult) -> dict[str, str]:
+    """Where each side's kept files are (paths inside the output directory)."""
+    out: dict[str, str] = {}
+    for side, r in (("base", b), ("head", h)):
+        d = r.diagnostics
+        if d is None:
+            continue
+        if d.tlparse:
+            out[f"tlparse report ({side})"] = f"{d.tlparse}/index.html"
+        if d.trace:
+            out[f"trace ({side})"] = d.trace
+    d = h.diagnostics
+    if d is not None and d.code_diff:
+        out["generated code diff"] = d.code_diff
+    if d is not None and d.recompiles:
+        out["graph breaks and recompiles"] = d.recompiles
+    return out
 
 
 def _warm_start_note(b: ModelResult, h: ModelResult) -> str | None:

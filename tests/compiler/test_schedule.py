@@ -128,11 +128,12 @@ def test_a_failed_cold_compile_stops_that_model_there(jobs: list[Job],
 
 
 class _Concurrency:
-    """Records, for each process, what else was running when it started."""
+    """Records, for each process, what else was running when it started, and its spec."""
 
     def __init__(self) -> None:
         self.running: list[str] = []
         self.seen: list[tuple[str, tuple[str, ...]]] = []
+        self.locks: set[str | None] = set()
         self.lock = threading.Lock()
 
     def __call__(self, spec, name):  # type: ignore[no-untyped-def]
@@ -140,29 +141,74 @@ class _Concurrency:
         with self.lock:
             self.seen.append((kind, tuple(self.running)))
             self.running.append(kind)
+            if kind == "timing":
+                self.locks.add(spec.device_lock)
         time.sleep(0.05)
         with self.lock:
             self.running.remove(kind)
         return worker_output(spec)
 
 
-@pytest.mark.parametrize("overlap", [True, False], ids=["gpu-overlap", "cpu-exclusive"])
-def test_timing_processes_run_one_at_a_time(jobs: list[Job], monkeypatch: pytest.MonkeyPatch,
-                                            overlap: bool) -> None:
-    """The device lock: never two timing processes at once. With overlap (a GPU run) compiles
-    run beside timing on other cores; without it (CPU timing) nothing runs beside timing."""
+def test_on_a_cpu_nothing_runs_beside_a_timing_process(jobs: list[Job],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _Concurrency()
     _fake(monkeypatch, output=seen)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
     sides = [Side("base", jobs, opts), Side("head", jobs, opts)]
-    measure(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=overlap,
-                                measure_all=True))
+    measure(sides, LoopSettings(isolation="spawn", compile_slots=3, measure_all=True))
     timing = [others for kind, others in seen.seen if kind == "timing"]
-    assert len(timing) == 18 and not [o for o in timing if "timing" in o]
-    compiles_beside_timing = [o for kind, o in seen.seen if "timing" in o or
-                              (kind == "timing" and "compile" in o)]
-    if overlap:
-        assert compiles_beside_timing, "compiles never overlapped timing"
-        assert max(len(o) for _, o in seen.seen) <= 3  # three compile slots + one timing
-    else:
-        assert compiles_beside_timing == []
+    assert len(timing) == 18 and all(others == () for others in timing)
+    assert not [o for kind, o in seen.seen if kind == "compile" and "timing" in o]
+
+
+def test_on_a_gpu_compiles_overlap_timing_and_timing_queues_for_the_device_lock(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU times one model while spare cores compile the next; timing processes start
+    ahead (they build and compile first) and take the device one at a time (the lock file,
+    tested with real processes below)."""
+    seen = _Concurrency()
+    _fake(monkeypatch, output=seen)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3,
+                      pin_cpus=(0,))
+    sides = [Side("base", jobs, opts), Side("head", jobs, opts)]
+    measure(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=True,
+                                timing_ahead=2, measure_all=True))
+    assert [o for kind, o in seen.seen if kind == "timing" and o.count("timing") >= 2] == []
+    assert [o for kind, o in seen.seen if "timing" in o and "compile" in (kind, *o)]
+    assert len(seen.locks) == 1 and None not in seen.locks
+
+
+def _hold_device(lock: str, log: str, spec_json: str) -> None:
+    import json
+
+    from compilewatch.compiler.protocol import WorkerSpec
+    from compilewatch.compiler.worker import Harness, device
+
+    spec = WorkerSpec.model_validate(json.loads(spec_json))
+    with device(spec, Harness(spec)):
+        with open(log, "a") as f:
+            f.write(f"in {time.monotonic()}\n")
+        time.sleep(0.3)
+        with open(log, "a") as f:
+            f.write(f"out {time.monotonic()}\n")
+
+
+def test_the_device_lock_lets_one_measuring_section_run_at_a_time(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from compilewatch.compiler.protocol import WorkerSpec
+
+    spec = WorkerSpec(suite="micro", model="m", config=Config(), phase="warm", large=False,
+                      rounds=1, block_ms=1.0, time_steady_state=True,
+                      device_lock=str(tmp_path / "device.lock"), out="", status_file="")
+    log = tmp_path / "log"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_hold_device, args=(spec.device_lock, str(log),
+                                                     spec.model_dump_json()))
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    events = [line.split() for line in log.read_text().splitlines()]
+    assert [e[0] for e in events] == ["in", "out"] * 3  # never two sections at once

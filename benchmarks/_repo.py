@@ -1,0 +1,31 @@
+"""A throwaway git repository with a base and a head commit, for the benchmarks that run
+``compilewatch pr`` end to end."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def make_repo(root: Path, base: dict[str, str], head: dict[str, str]) -> Path:
+    """``main`` holds ``base``'s files; branch ``head`` changes them to ``head``'s."""
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "bench@example.invalid")
+    _git(repo, "config", "user.name", "bench")
+    for name, text in base.items():
+        (repo / name).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    _git(repo, "checkout", "-qb", "head")
+    for name, text in head.items():
+        (repo / name).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "head")
+    _git(repo, "checkout", "-q", "main")
+    return repo

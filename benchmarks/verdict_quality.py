@@ -1,0 +1,229 @@
+"""How good are the verdicts? False alarms and detections of ``compilewatch pr`` on a user
+repository with known changes. Numbers in docs/verdict-quality.md; rerun when the verdict logic
+changes.
+
+    python benchmarks/verdict_quality.py --device cuda --repeats 3 --out vq/
+
+It builds a git repository whose suites are the default GPU suite (``micro``, ``hf``) plus
+``inject.py``, and a head commit that changes only ``inject.py``:
+
+- model-side +5%: more work in the model (more rows, a longer sequence, one more layer) for a
+  chain of bf16 matmuls, a memory-bound pointwise op, a transformer block, and a launch-bound
+  stack of tiny Linear layers;
+- compiler-side +5%: work added to the compiled graph only (behind
+  ``torch.compiler.is_compiling()``), eager untouched;
+- +20% cold compile: a graph with 20% more ops.
+
+Every repeat runs ``compilewatch pr --measure-all`` (so the untouched models are timed: they are
+the A/A part). The injected changes' true sizes come from pooling every repeat's processes (3
+repeats x 3 processes a side), not from any one verdict. Prints a markdown report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _repo import make_repo
+
+INJECT = '''"""Models whose head commit changes by a known amount (verdict_quality.py)."""
+import torch
+
+from compilewatch.suites import BuildContext, model
+
+SUITE_NAME = "inject"
+HEAD = {head}
+
+
+def _n(ctx: BuildContext, gpu: int, cpu: int) -> int:
+    return gpu if ctx.large else cpu
+
+
+@model("matmul_chain", tags=("gpu-bound",))
+def matmul_chain(ctx: BuildContext):
+    rows = _n(ctx, 4096, 256)
+    rows = int(rows * 1.05) if HEAD else rows
+    dim = _n(ctx, 4096, 256)
+    dtype = torch.bfloat16 if ctx.device == "cuda" else torch.float32
+    ws = [torch.randn(dim, dim, dtype=dtype) / dim ** 0.5 for _ in range(6)]
+
+    def fn(x):
+        for w in ws:
+            x = torch.relu(x @ w)
+        return x
+
+    return fn, (torch.randn(rows, dim, dtype=dtype),)
+
+
+@model("pointwise_big", tags=("gpu-bound", "memory-bound"))
+def pointwise_big(ctx: BuildContext):
+    n = _n(ctx, 64 * 2**20, 2**20)
+    n = int(n * 1.05) if HEAD else n
+
+    def fn(x):
+        return torch.sin(x) * torch.cos(x) + torch.tanh(x)
+
+    return fn, (torch.randn(n),)
+
+
+@model("tblock", tags=("gpu-bound",))
+def tblock(ctx: BuildContext):
+    seq = _n(ctx, 1024, 64)
+    seq = int(seq * 1.05) if HEAD else seq
+    dim = _n(ctx, 1024, 128)
+    layer = torch.nn.TransformerEncoderLayer(dim, 8, 4 * dim, batch_first=True, dropout=0.0)
+    return layer, (torch.randn(8, seq, dim),)
+
+
+@model("launch_bound", tags=("launch-bound",))
+def launch_bound(ctx: BuildContext):
+    layers = 21 if HEAD else 20
+    net = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(layers)])
+    return net, (torch.randn(8, 32),)
+
+
+@model("compiler_side", tags=("gpu-bound", "compiler-side"))
+def compiler_side(ctx: BuildContext):
+    n = _n(ctx, 64 * 2**20, 2**20)
+
+    def fn(x):
+        y = torch.sin(x) * torch.cos(x) + torch.tanh(x)
+        if HEAD and torch.compiler.is_compiling():
+            # a second pass over a twentieth of the data: more work in the compiled graph only
+            y[: n // 20] = y[: n // 20] + torch.sin(x[: n // 20]).exp().log()
+        return y
+
+    return fn, (torch.randn(n),)
+
+
+@model("cold_heavy", tags=("cold-compile",))
+def cold_heavy(ctx: BuildContext):
+    ops = 48 if HEAD else 40
+    consts = [float(i + 1) for i in range(ops)]
+
+    def fn(x):
+        outs = []
+        for c in consts:
+            outs.append(torch.sin(x * c).sum(dim=-1))
+        return torch.stack(outs)
+
+    return fn, (torch.randn(64, 64),)
+'''
+
+CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elements)",
+           "tblock": "model +5% (sequence)", "launch_bound": "model +5% (one more layer)",
+           "compiler_side": "compiler-side, compiled graph only",
+           "cold_heavy": "cold compile +20% (ops)"}
+
+
+def make_inject_repo(root: Path, suites: list[str]) -> Path:
+    pyproject = "[tool.compilewatch]\nsuites = " + json.dumps([*suites, "inject.py"]) + "\n"
+    return make_repo(root, {"pyproject.toml": pyproject, "inject.py": INJECT.format(head=False)},
+                     {"inject.py": INJECT.format(head=True)})
+
+
+def run_pr(repo: Path, out: Path, device: str, extra: list[str]) -> tuple[dict, float]:
+    cmd = [sys.executable, "-m", "compilewatch.bot.cli", "pr", "--repo", str(repo),
+           "--base", "main", "--head", "head", "--device", device, "--measure-all",
+           "--no-db", "--out", str(out), "-q", *extra]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    took = time.monotonic() - t0
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"pr failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads((out / "comparison.json").read_text()), took
+
+
+def _process_medians(results: dict, model: str, side: str) -> list[float]:
+    for r in results[side]["results"]:
+        if r["model"] == model and r.get("latency"):
+            lat, at, out = r["latency"], 0, []
+            for n in lat["process_sizes"] or [len(lat["compiled_us"])]:
+                out.append(statistics.median(lat["compiled_us"][at:at + n]))
+                at += n
+            return out
+    return []
+
+
+def _colds(results: dict, model: str, side: str) -> list[float]:
+    for r in results[side]["results"]:
+        if r["model"] == model:
+            return r["compile"]["cold_samples_s"] or [r["compile"]["cold_s"] or 0.0]
+    return []
+
+
+def truth(all_runs: list[dict], model: str, cold: bool) -> float | None:
+    """The change's size from every repeat's processes pooled: geometric means of process
+    medians (or cold compiles), head over base."""
+    pick = _colds if cold else _process_medians
+    b = [x for run in all_runs for x in pick(run, model, "base") if x > 0]
+    h = [x for run in all_runs for x in pick(run, model, "head") if x > 0]
+    if not b or not h:
+        return None
+    return math.exp(statistics.fmean(map(math.log, h)) - statistics.fmean(map(math.log, b)))
+
+
+def report(comparisons: list[dict], runs: list[dict], walls: list[float]) -> str:
+    lines = ["| model | change | true size (pooled) | verdicts per repeat |",
+             "| --- | --- | --- | --- |"]
+    flagged_aa, total_aa, found, total = 0, 0, 0, 0
+    names = [r["model"] for r in comparisons[0]["rows"]]
+    for name in names:
+        cold = name == "cold_heavy"
+        metric = "cold_compile" if cold else "compiled_time"
+        verdicts = []
+        for c in comparisons:
+            row = next(r for r in c["rows"] if r["model"] == name)
+            d = row.get(metric) or {}
+            verdicts.append(f"{d.get('verdict') or row['verdict']} "
+                            f"{(d.get('ratio') or 1) - 1:+.1%}")
+            if name in CHANGED:
+                total += 1
+                found += d.get("verdict") == "regression"
+            else:
+                total_aa += 1
+                flagged_aa += row["verdict"] in ("regression", "improvement")
+        size = truth(runs, name, cold)
+        lines.append(f"| {name} | {CHANGED.get(name, 'untouched (A/A)')} | "
+                     f"{'' if size is None else f'{size - 1:+.1%}'} | {'; '.join(verdicts)} |")
+    lines += ["", f"A/A: {flagged_aa} of {total_aa} model-repeats flagged "
+                  f"(regression or improvement); injected: {found} of {total} found.",
+              f"pr wall time per repeat: {', '.join(f'{w:.0f} s' for w in walls)}."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--suite", action="append", default=None,
+                    help="Untouched suites (default: micro, hf).")
+    ap.add_argument("--out", type=Path, default=None, help="Keep each repeat's output here.")
+    ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
+    args = ap.parse_args()
+    suites = args.suite or ["micro", "hf"]
+    with tempfile.TemporaryDirectory(prefix="verdict-quality-") as tmp:
+        repo = make_inject_repo(Path(tmp), suites)
+        out_root = args.out or Path(tmp) / "out"
+        comparisons, runs, walls = [], [], []
+        for i in range(args.repeats):
+            out = out_root / f"repeat-{i + 1}"
+            comparison, took = run_pr(repo, out, args.device, args.extra)
+            comparisons.append(comparison)
+            runs.append({s: json.loads((out / f"{s}.json").read_text())
+                         for s in ("base", "head")})
+            walls.append(took)
+            print(f"repeat {i + 1}: {took:.0f} s", file=sys.stderr, flush=True)
+        print(report(comparisons, runs, walls))
+
+
+if __name__ == "__main__":
+    main()
