@@ -297,6 +297,37 @@ def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
         click.echo(line)
 
 
+@main.command("runs")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Show at most this many runs (the newest).")
+@click.option("--trigger", default=None,
+              help="Only runs with this trigger: local (run, quickstart), pr, nightly.")
+@click.option("--ref", default=None, help="Only runs of this branch.")
+@click.option("--repo", default=None,
+              help="Only runs of this repository: OWNER/NAME as recorded (its origin remote), "
+                   "or a checkout directory, e.g. '.'.")
+@handle_errors
+def runs_cmd(**kwargs: Any) -> None:
+    """List the stored runs, newest first, with the ids that compare and report take.
+
+    The id column shows 12 characters; any unique prefix of 6 or more selects the run.
+
+    \b
+    Example:
+      compilewatch runs --trigger local --limit 5
+      compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format html --out compare.html
+    """
+    from compilewatch.bot.render.runs_table import render_runs
+    from compilewatch.bot.runs import runs_command
+
+    listing = runs_command(**kwargs)
+    if listing.runs:
+        click.echo(render_runs(listing.runs))
+    else:
+        click.echo(f"no stored run matches in {listing.db_url} ({listing.stored} runs stored)")
+
+
 @main.command("compare")
 @click.argument("base")
 @click.argument("head")

@@ -24,7 +24,7 @@ def trends_command(*, out: Path, db_url: str | None = None, suite: str | None = 
                    ref: str | None = "main", trigger: str | None = "nightly",
                    since: datetime | None = None) -> TrendsReport:
     """Load the history from the database and write the dashboard into ``out``."""
-    with connect(db_url) as db:
+    with connect(db_url, must_exist=True) as db:
         trends = load_trends(db, suite=suite, ref=ref, trigger=trigger, since=since)
     index = write_site(trends, out)
     n_models = sum(len(s.models) for s in trends.suites)

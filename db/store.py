@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from compilewatch.core.errors import DatabaseError, ResultsFileError
+from compilewatch.core.errors import DatabaseError, ResultsFileError, UsageError
 from compilewatch.core.schema import (
     ModelResult,
     RunResults,
@@ -229,27 +229,58 @@ def ingest(db: Database, results: RunResults) -> str:
     return results.run_id
 
 
+def store(db: Database, results: RunResults, source: str) -> IngestOutcome:
+    """Store one run (read from ``source``) in its own transaction; say what was done."""
+    stored, n_samples = _store(db, results)
+    return IngestOutcome(source=source, run_id=results.run_id, results=len(results.results),
+                         samples=n_samples, stored=stored)
+
+
 def ingest_files(db: Database, paths: Iterable[str | Path]) -> list[IngestOutcome]:
     """Validate and store results files, each in its own transaction."""
-    outcomes = []
-    for path in paths:
-        results = load_results(path)  # its errors name the file
-        stored, n_samples = _store(db, results)
-        outcomes.append(IngestOutcome(source=str(path), run_id=results.run_id,
-                                      results=len(results.results), samples=n_samples,
-                                      stored=stored))
-    return outcomes
+    return [store(db, load_results(path), str(path))  # load_results' errors name the file
+            for path in paths]
+
+
+MIN_PREFIX = 6  # characters of a run id that select it, when unique (as git's short ids)
+
+
+def resolve_run_id(db: Database, spec: str) -> str:
+    """The full id of the run that ``spec`` names: the id itself, or a unique prefix of at least
+    ``MIN_PREFIX`` characters. An ambiguous prefix is a ``UsageError`` listing the candidates."""
+    runs = m.Run.__table__
+    with db.read() as conn:
+        if conn.execute(select(runs.c.id).where(runs.c.run_id == spec)).first() is not None:
+            return spec
+        if len(spec) < MIN_PREFIX:
+            raise UsageError(f"run id {spec!r} is too short: give the full id or a unique "
+                             f"prefix of at least {MIN_PREFIX} characters (compilewatch runs "
+                             "lists them)")
+        found = conn.execute(
+            select(runs.c.run_id, runs.c.started_at, runs.c.ref, runs.c.trigger)
+            .where(runs.c.run_id.startswith(spec, autoescape=True))
+            .order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(11)).all()
+    if not found:
+        raise DatabaseError(f"no run {spec!r} in {db.url}; list the stored runs with "
+                            "`compilewatch runs`, or ingest the results file first "
+                            "(compilewatch ingest FILE)")
+    if len(found) > 1:
+        shown = "; ".join(f"{r.run_id} ({r.started_at:%Y-%m-%d %H:%M}, {r.trigger}, "
+                          f"{r.ref or 'no ref'})" for r in found[:10])
+        more = " and more" if len(found) > 10 else ""
+        raise UsageError(f"run id prefix {spec!r} is ambiguous: {shown}{more}; give more "
+                         "characters")
+    return str(found[0].run_id)
 
 
 def load_run(db: Database, run_id: str) -> RunResults:
-    """The stored run, exactly as it was ingested (compare accepts a run id for a file)."""
+    """The stored run, exactly as it was ingested (compare accepts a run id for a file).
+    ``run_id`` may be a unique prefix (``resolve_run_id``)."""
+    run_id = resolve_run_id(db, run_id)
     runs, res = m.Run.__table__, m.ModelResultRow.__table__
     with db.read() as conn:
         row = conn.execute(select(runs.c.id, runs.c.meta)
-                           .where(runs.c.run_id == run_id)).first()
-        if row is None:
-            raise DatabaseError(f"no run {run_id!r} in {db.url}; ingest its results file first "
-                                "(compilewatch ingest FILE) or check the id")
+                           .where(runs.c.run_id == run_id)).one()
         payloads = conn.execute(select(res.c.payload).where(res.c.run_pk == row.id)
                                 .order_by(res.c.position)).scalars().all()
     text = f'{row.meta[:-1]},"results":[{",".join(payloads)}]}}'

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.bot.render.test_escape import GITHUB_AUTO, HOSTILE, MD, parse
 
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.verdicts import compare
@@ -30,6 +29,7 @@ from compilewatch.bot.render.formats import (
 )
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import Category
+from tests.bot.render.test_escape import GITHUB_AUTO, HOSTILE, MD, parse
 from tests.factories import BASE_COMPONENTS, model_result, run_results
 
 GOLDEN = Path(__file__).parent / "golden"
