@@ -130,3 +130,49 @@ def test_compare_links_trends_with_trends_url(tmp_path: Path) -> None:
                                     "--trends-url", "https://o.github.io/r"])
     assert res.exit_code == 0, res.output
     assert f"(<https://o.github.io/r/models/micro/mlp/{SLUG}.html>)" in res.output
+
+
+def _index(db_url: str) -> str:
+    from compilewatch.bot.history.dashboard import render_index
+
+    with connect(db_url) as db:
+        return render_index(load_trends(db), generated="2026-12-01 00:00 UTC")
+
+
+def test_every_dashboard_table_has_one_cell_per_header(db_url: str, tmp_path: Path) -> None:
+    from tests.html_tables import check_tables
+
+    (table,) = check_tables(_index(db_url))
+    mlp = table.row("mlp")
+    assert mlp["breaks"] == "0" and mlp["recompiles"] == "0" and mlp["passing"] == "yes"
+    assert mlp["warm start (s)"][0] in "23" and mlp["config"] == SLUG
+    assert mlp["cold (s)"].startswith(("14", "15", "16")) and "cold_s" in mlp["steps"]
+    out = tmp_path / "site"
+    assert CliRunner().invoke(main, ["trends", "--out", str(out), "--db", db_url]).exit_code == 0
+    for page in [out / "index.html", out / model_page("micro", "mlp", SLUG)]:
+        check_tables(page.read_text())
+
+
+def test_a_history_without_warm_starts_has_no_such_column(tmp_path: Path) -> None:
+    """What a quickstart stores: no warm start, a graph break in one model."""
+    from tests.factories import model_result, run_results
+    from tests.html_tables import check_tables
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with connect(url) as db:
+        for night in range(3):
+            run = run_results([model_result("pointwise", seed=night, graph_breaks=["item()"]),
+                               model_result("gelu_mm", seed=night)], commit=NIGHT_COMMITS[night],
+                              ref="main", created_at=f"2026-10-0{night + 1}T03:00:00+00:00")
+            run.settings.trigger = "nightly"
+            ingest(db, run)
+    (table,) = check_tables(_index(url))
+    assert "warm start (s)" not in table.headers
+    assert table.row("pointwise")["breaks"] == "1" and table.row("gelu_mm")["breaks"] == "0"
+    assert table.row("pointwise")["recompiles"] == "0"
+
+
+def test_dashboard_golden(db_url: str) -> None:
+    from tests.bot.render.test_formats import check_golden
+
+    check_golden("trends_index.html", _index(db_url))
