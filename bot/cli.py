@@ -440,21 +440,32 @@ def pr_cmd(**kwargs: Any) -> None:
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
 @click.option("--suite", default=None, help="Only this suite. Default: every suite.")
 @click.option("--ref", default="main", show_default=True,
-              help="Only runs of this branch; '*' for every branch.")
+              help="Only runs of this branch; '*' for every branch (and runs without git "
+                   "information, which have no ref).")
 @click.option("--trigger", default="nightly", show_default=True,
-              help="Only runs with this trigger (nightly, pr, manual...); '*' for all.")
+              help="Only runs with this trigger: nightly, pr, or local (`compilewatch run` "
+                   "and the quickstart); '*' for all.")
+@click.option("--repo", default=None,
+              help="Only runs of this repository: OWNER/NAME as recorded (its origin remote), "
+                   "or a checkout directory, e.g. '.'. Default: every repository.")
 @click.option("--since", type=click.DateTime(), default=None,
               help="Only runs started on or after this date (UTC), e.g. 2026-01-31.")
+@click.option("--allow-empty", is_flag=True,
+              help="Write an empty dashboard (exit 0) when no run matches, instead of "
+                   "failing with what the stored runs hold.")
 @handle_errors
 def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
     """Draw the trend of every metric per suite and model, with its steps, as a static site.
 
     Charts (PNG and SVG) of geomean speedup, cold and warm compile time, graph breaks,
     recompiles and pass rate; change points are detected and marked (docs/trends.md).
+    By default only nightlies of main are drawn; runs of `compilewatch run` have trigger
+    local. When no run matches, the command fails naming the filter that excluded them.
 
     \b
-    Example:
+    Examples:
       compilewatch trends --out site/ --db postgresql://ci@db.internal/compilewatch
+      compilewatch trends --out site/ --trigger local --ref '*' --repo .
     """
     from compilewatch.bot.trends import trends_command
 

@@ -264,11 +264,12 @@ class ResultPoint:
     config_slug: str
     status: str
     metrics: dict[str, float | None]
+    repository: str | None = None
 
 
 def results_history(db: Database, *, suite: str | None = None, ref: str | None = None,
-                    trigger: str | None = "nightly",
-                    since: datetime | None = None) -> list[ResultPoint]:
+                    trigger: str | None = "nightly", since: datetime | None = None,
+                    repository: str | None = None) -> list[ResultPoint]:
     """Every result of the matching runs, all metrics at once, oldest run first.
 
     Trends draw every model and metric; one query instead of one per (model, metric) keeps a
@@ -276,10 +277,11 @@ def results_history(db: Database, *, suite: str | None = None, ref: str | None =
     """
     names = list(METRICS)
     stmt = (select(R.c.started_at, R.c.commit, R.c.run_id, MR.c.suite, MR.c.model,
-                   MR.c.config_slug, MR.c.status, *METRICS.values())
+                   MR.c.config_slug, MR.c.status, R.c.repository, *METRICS.values())
             .join(R, R.c.id == MR.c.run_pk)
             .order_by(R.c.started_at, R.c.id, MR.c.suite, MR.c.model, MR.c.config_slug))
-    for col, want in ((MR.c.suite, suite), (R.c.ref, ref), (R.c.trigger, trigger)):
+    for col, want in ((MR.c.suite, suite), (R.c.ref, ref), (R.c.trigger, trigger),
+                      (R.c.repository, repository)):
         if want is not None:
             stmt = stmt.where(col == want)
     if since is not None:
@@ -287,7 +289,7 @@ def results_history(db: Database, *, suite: str | None = None, ref: str | None =
     with db.read() as conn:
         rows = conn.execute(stmt).all()
     return [ResultPoint(time=r[0], commit=r[1], run_id=r[2], suite=r[3], model=r[4],
-                        config_slug=r[5], status=r[6],
+                        config_slug=r[5], status=r[6], repository=r[7],
                         metrics={n: None if v is None else float(v)
-                                 for n, v in zip(names, r[7:], strict=True)})
+                                 for n, v in zip(names, r[8:], strict=True)})
             for r in rows]

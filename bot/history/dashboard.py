@@ -78,4 +78,5 @@ def write_site(trends: Trends, out: Path) -> Path:
 def to_data(trends: Trends) -> dict[str, Any]:
     """The dashboard as data: every series with its points and steps (times as ISO strings)."""
     return {"ref": trends.ref, "trigger": trends.trigger,
+            "repositories": list(trends.repositories),
             "suites": [asdict(s) for s in trends.suites]}

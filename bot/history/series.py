@@ -99,6 +99,8 @@ class Trends:
     ref: str | None
     trigger: str | None
     suites: tuple[SuiteTrend, ...]
+    repositories: tuple[str, ...] = ()  # of the runs drawn ("" for runs that recorded none)
+    repository: str | None = None  # the --repo filter, if any
 
 
 def make_series(metric: str, points: Sequence[tuple[datetime, str | None, float]],
@@ -158,11 +160,16 @@ def _suite_trend(suite: str, rows: list[ResultPoint]) -> SuiteTrend:
 
 
 def load_trends(db: Database, *, suite: str | None = None, ref: str | None = "main",
-                trigger: str | None = "nightly", since: datetime | None = None) -> Trends:
-    """Every suite's and model's nightly series (by default: nightlies of main)."""
-    rows = results_history(db, suite=suite, ref=ref, trigger=trigger, since=since)
+                trigger: str | None = "nightly", since: datetime | None = None,
+                repository: str | None = None) -> Trends:
+    """Every suite's and model's nightly series (by default: nightlies of main, of every
+    repository the database holds)."""
+    rows = results_history(db, suite=suite, ref=ref, trigger=trigger, since=since,
+                           repository=repository)
     per_suite: dict[str, list[ResultPoint]] = defaultdict(list)
     for r in rows:
         per_suite[r.suite].append(r)
     return Trends(ref=ref, trigger=trigger,
-                  suites=tuple(_suite_trend(s, rs) for s, rs in sorted(per_suite.items())))
+                  suites=tuple(_suite_trend(s, rs) for s, rs in sorted(per_suite.items())),
+                  repositories=tuple(sorted({r.repository or "" for r in rows})),
+                  repository=repository)
