@@ -127,22 +127,28 @@ def main() -> None:
               help=DB_HELP + " Default: the embedded SQLite file (see docs/storage.md).")
 @click.option("--no-db", is_flag=True, help="Do not store the run in any database.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary table.")
+@click.option("--allow-empty", is_flag=True,
+              help="Exit 0 even when nothing was measured (every model skipped, e.g. "
+                   "--device cuda without a GPU).")
 @warm_cache_options
 @handle_errors
-def run_cmd(**kwargs: Any) -> None:
+def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     """Measure suites through Dynamo -> AOTAutograd -> Inductor and write a results file.
 
     Every (model, config) runs in isolated worker processes: a cold compile in a fresh process
     with an empty Inductor cache dir, then a warm compile in a new process on the same dir. A
     model that raises, crashes, hangs or runs out of memory is recorded and the run goes on.
+    A run in which nothing was measured (every model skipped) exits 2 naming why, unless
+    --allow-empty.
 
     \b
     Example:
       compilewatch run --suite micro --device cpu --out results.json
     """
+    from compilewatch.bot.outcome import check_something_measured
     from compilewatch.bot.run import run_command
 
-    run_command(**kwargs)
+    check_something_measured(run_command(**kwargs), allow_empty)
 
 
 @main.command("nightly")
@@ -344,6 +350,8 @@ def runs_cmd(**kwargs: Any) -> None:
 @click.option("--trends-url", default=None,
               help="Base URL of the `compilewatch trends` site; the comment links each model's "
                    "trend page there.")
+@click.option("--allow-empty", is_flag=True,
+              help="Compare even when a side measured nothing (every model skipped).")
 @handle_errors
 def compare_cmd(**kwargs: Any) -> None:
     """Compare BASE and HEAD (results files or run ids) and render verdicts per model.
