@@ -17,11 +17,15 @@ from typing import Any, TypeVar
 
 import click
 
-from compilewatch.core.errors import CompilewatchError
+from compilewatch.core.errors import CompilewatchError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 DB_HELP = "Database URL (sqlite:///path or postgresql+psycopg://...). Env: COMPILEWATCH_DB."
+
+
+def _stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
 
 
 def handle_errors(fn: F) -> F:
@@ -340,7 +344,8 @@ def runs_cmd(**kwargs: Any) -> None:
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html", "json", "table"]),
               default="markdown", show_default=True, help="Output: PR comment, report, data.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="File to write. Default: standard output.")
+              help="File to write. Default: standard output (html: only into a pipe or a "
+                   "file, never a terminal).")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a gating regression is found (after writing the output).")
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
@@ -356,14 +361,20 @@ def runs_cmd(**kwargs: Any) -> None:
 def compare_cmd(**kwargs: Any) -> None:
     """Compare BASE and HEAD (results files or run ids) and render verdicts per model.
 
-    Exit status: 0 ok, 1 gating regression (with --fail-on-regression), 2 bad input.
+    A run id may be shortened to a unique prefix of 6 or more characters (`compilewatch runs`
+    lists them). Exit status: 0 ok, 1 gating regression (with --fail-on-regression), 2 bad
+    input or a side in which nothing was measured.
 
     \b
     Example:
       compilewatch compare base.json head.json --format html --out report.html
+      compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format table
     """
     from compilewatch.bot.compare import compare_command
 
+    if kwargs["fmt"] == "html" and kwargs["out"] is None and _stdout_is_terminal():
+        raise UsageError("--format html writes a whole page: pass --out report.html and open "
+                         "it in a browser (or pipe the output to a file)")
     compare_command(**kwargs)
 
 
@@ -410,9 +421,9 @@ def baseline_update_cmd(**kwargs: Any) -> None:
               help="Suite (name, module, or a .py file relative to the repository root). "
                    "Repeatable. Default: each side's own [tool.compilewatch] suites.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("compilewatch-out"), show_default=True,
+              default=Path("compilewatch-out/pr"), show_default=True,
               help="Output directory: base.json, head.json, comparison.json, comment.md, "
-                   "report.html.")
+                   "report.html (a new or empty directory, or one that holds only these).")
 @click.option("--base-python", default=sys.executable, show_default="this interpreter",
               help="Interpreter (torch build) for the base side.")
 @click.option("--head-python", default=sys.executable, show_default="this interpreter",
@@ -435,7 +446,7 @@ def pr_cmd(**kwargs: Any) -> None:
 
     \b
     Example:
-      compilewatch pr --base main --head my-branch --out compilewatch-out
+      compilewatch pr --base main --head my-branch --out compilewatch-out/pr
     """
     from compilewatch.bot.pr import pr_command
 

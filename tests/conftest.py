@@ -27,3 +27,11 @@ def _no_home_database(tmp_path_factory: pytest.TempPathFactory,
     db = tmp_path_factory.getbasetemp() / "default-compilewatch.db"
     monkeypatch.setenv("COMPILEWATCH_DB", f"sqlite:///{db}")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.getbasetemp() / "xdg"))
+
+
+@pytest.fixture(autouse=True)
+def _in_a_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs in its own empty directory: a command's default output (results.json,
+    compilewatch-out/) lands there, and no test depends on what the checkout holds (after the
+    quickstart, compilewatch-out/ made pr's not-a-repository test fail on the output folder)."""
+    monkeypatch.chdir(tmp_path)

@@ -29,7 +29,10 @@ def _fake(kill_at: int | None) -> Any:
     return measure
 
 
-def _run(harness_suite: str, out: Path, tmp_path: Path, repo: Path = Path(".")) -> None:
+CHECKOUT = Path(__file__).resolve().parents[2]  # this repository's checkout
+
+
+def _run(harness_suite: str, out: Path, tmp_path: Path, repo: Path = CHECKOUT) -> None:
     runmod.run_command(suites=(harness_suite,), models=("breaks", "branchy"), device="cpu",
                        modes=(), dtypes=(), dynamics=(), out=out, timeout_s=60.0, rounds=3,
                        block_ms=2.0, cache_dir=None, no_warm=True,
