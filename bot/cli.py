@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from compilewatch.core.errors import CompilewatchError, UsageError
+from compilewatch.core.errors import CompilewatchError, EnvironmentProblem, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -551,6 +551,36 @@ def post_cmd(use_check: bool, **kwargs: Any) -> None:
     from compilewatch.bot.post import post_command
 
     post_command(use_status=not use_check, **kwargs)
+
+
+@main.command("doctor")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+              help="Environment variable holding a GitHub token to check (scopes, validity).")
+@click.option("--repo", default=None,
+              help="OWNER/NAME to check the token can reach (what post and releases use).")
+@click.option("--github-url", envvar="GITHUB_API_URL", default=None,
+              help="API base URL (GitHub Enterprise: https://HOST/api/v3). Env: GITHUB_API_URL.")
+@handle_errors
+def doctor_cmd(**kwargs: Any) -> None:
+    """Show what will and will not work on this machine: torch, Triton, CUDA and the GPU, the
+    C++ compiler, cache dirs, the database and its schema, a GitHub token's scopes.
+
+    Changes nothing (a database that does not exist yet is not created). Exit status 0 when
+    the main job (compilewatch run on CPU) can run here, 2 when it cannot.
+
+    \b
+    Example:
+      compilewatch doctor
+      GITHUB_TOKEN=... compilewatch doctor --repo acme/models
+    """
+    from compilewatch.bot.doctor import doctor, render_report
+
+    report = doctor(**kwargs)
+    click.echo(render_report(report))
+    if not report.can_run:
+        raise EnvironmentProblem("this machine cannot run `compilewatch run`: fix the fail "
+                                 "lines above")
 
 
 def entry() -> None:
