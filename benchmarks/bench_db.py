@@ -1,11 +1,18 @@
 """Storage benchmark: a year of nightlies of a 100-model suite (about 1,000,000 timing samples).
 
-Ingests the runs one file's worth at a time, as the nightly does, then times the queries that
-trend charts and compare ask: one model's metric history, its A/A noise, the latest run of a
-commit. The target is the history query in at most 100 ms on SQLite and on Postgres.
+Ingests the runs one file's worth at a time, as the nightly does, then reports the database's
+size and times the queries that trend charts and compare ask: one model's metric history, its
+A/A noise, the latest run of a commit. The target is the history query in at most 100 ms on
+SQLite and on Postgres.
+
+Each model compiles two graphs, and each graph's FX and AOTAutograd keys carry ``--components``
+components (64 ``example_inputs[i]`` with their values, as a real CPU run records), for the
+cold and the warm compile; a model's graph changes every week or so. That is what makes a
+nightly large, and what storing each distinct component set once saves.
 
     python benchmarks/bench_db.py                      # SQLite in a temp dir + local Postgres
     python benchmarks/bench_db.py --db sqlite:///x.db  # one backend
+    python benchmarks/bench_db.py --days 30 --skip-queries   # the size of a month, quickly
 
 Not part of the test suite; the numbers are written up in docs/storage.md.
 """
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import statistics
 import sys
 import tempfile
@@ -22,25 +30,60 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from factories import model_result, run_results
 
-from compilewatch.db import aa_noise, connect, ingest, latest_run, metric_history, results_history
+from compilewatch.core.schema import CacheKey, dumps_results
+from compilewatch.db import (
+    Database,
+    aa_noise,
+    connect,
+    ingest,
+    latest_run,
+    metric_history,
+    results_history,
+)
 from compilewatch.db.engine import create, resolve_url
 from compilewatch.db.migrate import upgrade
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 
 
-def nightly(day: int, models: int, samples: int):  # type: ignore[no-untyped-def]
+def graph_keys(model: int, day: int, n_components: int) -> tuple[list[Any], list[Any]]:
+    """FX and AOT keys of a model's two graphs, cold and warm; graph ``g`` changes every
+    ``7 + model % 5`` nights (a PR landed), everything else stays."""
+    fx, aot = [], []
+    for g in range(2):
+        version = day // (7 + model % 5) if g == 0 else 0
+        comps = {"gm": f"gm{model:03d}{g}{version:08d}",
+                 **{f"example_inputs[{i}]": f"ex{model:03d}{i:04d}{g}"
+                    for i in range(max(0, n_components - 6))},
+                 "fx_kwargs[is_inference]": "isinf000000000", "inductor_config[cpp]": "cpp0000",
+                 "torch_version": "torch000000000", "system_info": "sys0000000000"}
+        values = {f"example_inputs[{i}]": f"TensorMetadata(dtype=torch.float32, shape=(8, {i}))"
+                  for i in range(max(0, n_components - 6))}
+        for kind, out in (("f", fx), ("a", aot)):
+            key = kind + hashlib.sha256(repr(comps).encode()).hexdigest()[:40]
+            cold = CacheKey(key=key, components=comps, values=values, hit=False, state="miss")
+            out += [cold, cold.model_copy(update={"phase": "warm", "hit": True,
+                                                  "state": "hit"})]
+    return fx, aot
+
+
+def nightly(day: int, models: int, samples: int,
+            n_components: int):  # type: ignore[no-untyped-def]
     """One night's run: every model with ``samples`` eager and ``samples`` compiled times."""
     when = date(2026, 1, 1) + timedelta(days=day)
     results = [model_result(f"model_{j:03d}", n=samples, seed=day,
                             compiled_us=50.0 + j, graph_breaks=["print"] * (j % 3))
                for j in range(models)]
+    for j, r in enumerate(results):
+        fx, aot = graph_keys(j, day, n_components)
+        r.cache = r.cache.model_copy(update={"fx": fx, "aot": aot})
     run = run_results(results, commit=f"{day:040x}", ref="main",
                       created_at=f"{when.isoformat()}T03:00:00+00:00")
     run.settings.trigger = "nightly"
@@ -60,21 +103,47 @@ def timed(fn: Callable[[], object], repeat: int = 20) -> tuple[float, float]:
     return first, statistics.median(times)
 
 
-def bench(url: str, days: int, models: int, samples: int) -> None:
+def size_bytes(db: Database) -> int:
+    """The database's size on disk: the SQLite file after a WAL checkpoint, or Postgres'
+    ``pg_database_size``."""
+    if db.is_sqlite:  # outside a transaction: a checkpoint cannot run inside one
+        raw = db.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            pages = cur.execute("PRAGMA page_count").fetchone()[0]
+            return int(pages * cur.execute("PRAGMA page_size").fetchone()[0])
+        finally:
+            raw.close()
+    with db.read() as conn:
+        return int(conn.exec_driver_sql(
+            "SELECT pg_database_size(current_database())").scalar_one())
+
+
+def bench(url: str, days: int, models: int, samples: int, n_components: int,
+          queries_too: bool = True) -> None:
     build = ingest_s = 0.0
-    n_samples = 0
+    n_samples = file_bytes = 0
     with connect(url) as db:
+        empty = size_bytes(db)
         for day in range(days):
             t0 = time.perf_counter()
-            run = nightly(day, models, samples)
+            run = nightly(day, models, samples, n_components)
             t1 = time.perf_counter()
             ingest(db, run)
             t2 = time.perf_counter()
             build, ingest_s = build + t1 - t0, ingest_s + t2 - t1
             n_samples += models * 2 * samples
+            file_bytes += len(dumps_results(run).encode())
         print(f"{db.url}\n  ingested {days} runs, {days * models} results, {n_samples:,} "
               f"timing samples in {ingest_s:.1f} s ({n_samples / ingest_s:,.0f} samples/s, "
               f"{ingest_s / days * 1e3:.0f} ms per run; building the runs took {build:.1f} s)")
+        size = size_bytes(db) - empty
+        print(f"  database size: {size / 2**20:,.1f} MiB for {days} runs, "
+              f"{size / days / 2**20:.2f} MiB per run (the results files: "
+              f"{file_bytes / days / 2**20:.2f} MiB per run)")
+        if not queries_too:
+            return
         mid = f"{days // 2:040x}"
         queries = {
             "metric_history(compiled_median_us, ref=main)": lambda: metric_history(
@@ -126,15 +195,20 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--models", type=int, default=100)
     parser.add_argument("--samples", type=int, default=14, help="per side per result")
+    parser.add_argument("--components", type=int, default=70,
+                        help="components per cache key (a real CPU graph records about 70)")
+    parser.add_argument("--skip-queries", action="store_true",
+                        help="ingest and report the size only")
     args = parser.parse_args()
+    run = (args.days, args.models, args.samples, args.components, not args.skip_queries)
     if args.db:
         for url in args.db:
-            bench(url, args.days, args.models, args.samples)
+            bench(url, *run)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        bench(f"sqlite:///{tmp}/bench.db", args.days, args.models, args.samples)
+        bench(f"sqlite:///{tmp}/bench.db", *run)
     with scratch_postgres() as url:
-        bench(url, args.days, args.models, args.samples)
+        bench(url, *run)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,15 @@ from typing import Any, TypeVar
 
 import click
 
-from compilewatch.core.errors import CompilewatchError
+from compilewatch.core.errors import CompilewatchError, EnvironmentProblem, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 DB_HELP = "Database URL (sqlite:///path or postgresql+psycopg://...). Env: COMPILEWATCH_DB."
+
+
+def _stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
 
 
 def handle_errors(fn: F) -> F:
@@ -178,14 +182,19 @@ def main() -> None:
               help=DB_HELP + " Default: the embedded SQLite file (see docs/storage.md).")
 @click.option("--no-db", is_flag=True, help="Do not store the run in any database.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary table.")
+@click.option("--allow-empty", is_flag=True,
+              help="Exit 0 even when nothing was measured (every model skipped, e.g. "
+                   "--device cuda without a GPU).")
 @warm_cache_options
 @handle_errors
-def run_cmd(**kwargs: Any) -> None:
+def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     """Measure suites through Dynamo -> AOTAutograd -> Inductor and write a results file.
 
     Every (model, config) runs in isolated worker processes: a cold compile in a fresh process
     with an empty Inductor cache dir, then a warm compile in a new process on the same dir. A
     model that raises, crashes, hangs or runs out of memory is recorded and the run goes on.
+    A run in which nothing was measured (every model skipped) exits 2 naming why, unless
+    --allow-empty.
 
     \b
     Example:
@@ -197,7 +206,7 @@ def run_cmd(**kwargs: Any) -> None:
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
     run_command(RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
-                           **kwargs))
+                           allow_empty=allow_empty, **kwargs))
 
 
 @main.command("nightly")
@@ -230,6 +239,8 @@ def run_cmd(**kwargs: Any) -> None:
                    "manifest. Publishing without a key is refused.")
 @click.option("--signing-key-file", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="File holding the signing key (instead of --signing-key-env).")
+@click.option("--allow-empty", is_flag=True,
+              help="Accept a run in which nothing was measured (every model skipped).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @handle_errors
 def nightly_cmd(**kwargs: Any) -> None:
@@ -391,13 +402,45 @@ def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
         click.echo(line)
 
 
+@main.command("runs")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Show at most this many runs (the newest).")
+@click.option("--trigger", default=None,
+              help="Only runs with this trigger: local (run, quickstart), pr, nightly.")
+@click.option("--ref", default=None, help="Only runs of this branch.")
+@click.option("--repo", default=None,
+              help="Only runs of this repository: OWNER/NAME as recorded (its origin remote), "
+                   "or a checkout directory, e.g. '.'.")
+@handle_errors
+def runs_cmd(**kwargs: Any) -> None:
+    """List the stored runs, newest first, with the ids that compare and report take.
+
+    The id column shows 12 characters; any unique prefix of 6 or more selects the run.
+
+    \b
+    Example:
+      compilewatch runs --trigger local --limit 5
+      compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format html --out compare.html
+    """
+    from compilewatch.bot.render.runs_table import render_runs
+    from compilewatch.bot.runs import runs_command
+
+    listing = runs_command(**kwargs)
+    if listing.runs:
+        click.echo(render_runs(listing.runs))
+    else:
+        click.echo(f"no stored run matches in {listing.db_url} ({listing.stored} runs stored)")
+
+
 @main.command("compare")
 @click.argument("base")
 @click.argument("head")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html", "json", "table"]),
               default="markdown", show_default=True, help="Output: PR comment, report, data.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="File to write. Default: standard output.")
+              help="File to write. Default: standard output (html: only into a pipe or a "
+                   "file, never a terminal).")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a gating regression is found (after writing the output).")
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
@@ -407,18 +450,26 @@ def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
 @click.option("--trends-url", default=None,
               help="Base URL of the `compilewatch trends` site; the comment links each model's "
                    "trend page there.")
+@click.option("--allow-empty", is_flag=True,
+              help="Compare even when a side measured nothing (every model skipped).")
 @handle_errors
 def compare_cmd(**kwargs: Any) -> None:
     """Compare BASE and HEAD (results files or run ids) and render verdicts per model.
 
-    Exit status: 0 ok, 1 gating regression (with --fail-on-regression), 2 bad input.
+    A run id may be shortened to a unique prefix of 6 or more characters (`compilewatch runs`
+    lists them). Exit status: 0 ok, 1 gating regression (with --fail-on-regression), 2 bad
+    input or a side in which nothing was measured.
 
     \b
     Example:
       compilewatch compare base.json head.json --format html --out report.html
+      compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format table
     """
     from compilewatch.bot.compare import compare_command
 
+    if kwargs["fmt"] == "html" and kwargs["out"] is None and _stdout_is_terminal():
+        raise UsageError("--format html writes a whole page: pass --out report.html and open "
+                         "it in a browser (or pipe the output to a file)")
     compare_command(**kwargs)
 
 
@@ -465,9 +516,9 @@ def baseline_update_cmd(**kwargs: Any) -> None:
               help="Suite (name, module, or a .py file relative to the repository root). "
                    "Repeatable. Default: each side's own [tool.compilewatch] suites.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("compilewatch-out"), show_default=True,
+              default=Path("compilewatch-out/pr"), show_default=True,
               help="Output directory: base.json, head.json, comparison.json, comment.md, "
-                   "report.html.")
+                   "report.html (a new or empty directory, or one that holds only these).")
 @click.option("--base-python", default=sys.executable, show_default="this interpreter",
               help="Interpreter (torch build) for the base side.")
 @click.option("--head-python", default=sys.executable, show_default="this interpreter",
@@ -485,6 +536,8 @@ def baseline_update_cmd(**kwargs: Any) -> None:
               help="Also time models whose compiled code is the same on both sides by "
                    "construction (one graph, equal cache keys, same environment).")
 @click.option("--no-db", is_flag=True, help="Do not store the two runs in any database.")
+@click.option("--allow-empty", is_flag=True,
+              help="Accept a side in which nothing was measured (every model skipped).")
 @warm_cache_options
 @click.option("--quiet", "-q", is_flag=True, help="No summary table.")
 @handle_errors
@@ -496,7 +549,7 @@ def pr_cmd(**kwargs: Any) -> None:
 
     \b
     Example:
-      compilewatch pr --base main --head my-branch --out compilewatch-out
+      compilewatch pr --base main --head my-branch --out compilewatch-out/pr
     """
     from compilewatch.bot.pr import PrRequest, pr_command
 
@@ -513,21 +566,32 @@ def pr_cmd(**kwargs: Any) -> None:
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
 @click.option("--suite", default=None, help="Only this suite. Default: every suite.")
 @click.option("--ref", default="main", show_default=True,
-              help="Only runs of this branch; '*' for every branch.")
+              help="Only runs of this branch; '*' for every branch (and runs without git "
+                   "information, which have no ref).")
 @click.option("--trigger", default="nightly", show_default=True,
-              help="Only runs with this trigger (nightly, pr, manual...); '*' for all.")
+              help="Only runs with this trigger: nightly, pr, or local (`compilewatch run` "
+                   "and the quickstart); '*' for all.")
+@click.option("--repo", default=None,
+              help="Only runs of this repository: OWNER/NAME as recorded (its origin remote), "
+                   "or a checkout directory, e.g. '.'. Default: every repository.")
 @click.option("--since", type=click.DateTime(), default=None,
               help="Only runs started on or after this date (UTC), e.g. 2026-01-31.")
+@click.option("--allow-empty", is_flag=True,
+              help="Write an empty dashboard (exit 0) when no run matches, instead of "
+                   "failing with what the stored runs hold.")
 @handle_errors
 def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
     """Draw the trend of every metric per suite and model, with its steps, as a static site.
 
     Charts (PNG and SVG) of geomean speedup, cold and warm compile time, graph breaks,
     recompiles and pass rate; change points are detected and marked (docs/trends.md).
+    By default only nightlies of main are drawn; runs of `compilewatch run` have trigger
+    local. When no run matches, the command fails naming the filter that excluded them.
 
     \b
-    Example:
+    Examples:
       compilewatch trends --out site/ --db postgresql://ci@db.internal/compilewatch
+      compilewatch trends --out site/ --trigger local --ref '*' --repo .
     """
     from compilewatch.bot.trends import trends_command
 
@@ -594,6 +658,36 @@ def post_cmd(use_check: bool, **kwargs: Any) -> None:
     from compilewatch.bot.post import post_command
 
     post_command(use_status=not use_check, **kwargs)
+
+
+@main.command("doctor")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+              help="Environment variable holding a GitHub token to check (scopes, validity).")
+@click.option("--repo", default=None,
+              help="OWNER/NAME to check the token can reach (what post and releases use).")
+@click.option("--github-url", envvar="GITHUB_API_URL", default=None,
+              help="API base URL (GitHub Enterprise: https://HOST/api/v3). Env: GITHUB_API_URL.")
+@handle_errors
+def doctor_cmd(**kwargs: Any) -> None:
+    """Show what will and will not work on this machine: torch, Triton, CUDA and the GPU, the
+    C++ compiler, cache dirs, the database and its schema, a GitHub token's scopes.
+
+    Changes nothing (a database that does not exist yet is not created). Exit status 0 when
+    the main job (compilewatch run on CPU) can run here, 2 when it cannot.
+
+    \b
+    Example:
+      compilewatch doctor
+      GITHUB_TOKEN=... compilewatch doctor --repo acme/models
+    """
+    from compilewatch.bot.doctor import doctor, render_report
+
+    report = doctor(**kwargs)
+    click.echo(render_report(report))
+    if not report.can_run:
+        raise EnvironmentProblem("this machine cannot run `compilewatch run`: fix the fail "
+                                 "lines above")
 
 
 def entry() -> None:

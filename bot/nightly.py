@@ -38,6 +38,7 @@ from compilewatch.bot.measuring import (
     now,
     suite_sources,
 )
+from compilewatch.bot.outcome import check_something_measured
 from compilewatch.bot.render.run_table import log_console, summary_table
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler import signing
@@ -85,6 +86,7 @@ class NightlyRequest:
     db_url: str | None = None
     no_db: bool = False
     publish_only: bool = False
+    allow_empty: bool = False
     repo: Path = Path(".")
     python: str = sys.executable
     measure: MeasureOptions = field(default_factory=MeasureOptions)
@@ -135,6 +137,7 @@ def nightly_command(req: NightlyRequest) -> NightlyReport:
     results: RunResults | None = None
     if not req.publish_only:
         results, man, runs = measure_nightly(req)
+        check_something_measured(results, req.allow_empty)  # before storing or publishing
         if not req.no_db:
             from compilewatch.db import store_runs
 

@@ -37,6 +37,7 @@ from compilewatch.bot.measuring import (
     now,
     suite_sources,
 )
+from compilewatch.bot.outcome import check_something_measured
 from compilewatch.bot.outdir import DIAGNOSTICS, OUT_FILES
 from compilewatch.bot.render.formats import render
 from compilewatch.compiler.plan import Job, plan_jobs
@@ -44,6 +45,7 @@ from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import Environment, HostCheck, RunResults, dumps_results
 from compilewatch.suites.loader import Suite, load_suite
+from compilewatch.suites.names import unmatched_models
 
 SideName = Literal["base", "head"]
 SIDES: tuple[SideName, SideName] = ("base", "head")
@@ -101,7 +103,7 @@ def check_models_matched(plans: Iterable[SidePlan], models: Iterable[str]) -> No
     names = {j.spec.name for plan in plans for j in plan.jobs}
     unmatched = [p for p in models if not any(fnmatch.fnmatchcase(n, p) for n in names)]
     if unmatched:
-        raise UsageError(f"--model {', '.join(unmatched)} matches no model on either side")
+        raise UsageError(unmatched_models(unmatched, names, "either side"))
 
 
 def staging(out: Path) -> Path:
@@ -158,6 +160,7 @@ class PrRequest:
     head_python: str = sys.executable
     db_url: str | None = None
     no_db: bool = False
+    allow_empty: bool = False
     report_url: str | None = None
     fail_on_regression: bool = False
     measure: MeasureOptions = field(default_factory=MeasureOptions)
@@ -215,7 +218,8 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
                  for s in SIDES]
         measured = measure(sides, req.measure, same_environment=same_env)
         runs = {s: build_results([j.result for j in measured[s]], env=envs[pythons[s]],
-                                 git=_git(refs, s), sources=_display(plans[s].sources, trees[s]),
+                                 git=_git(refs, s, req.repo),
+                                 sources=_display(plans[s].sources, trees[s]),
                                  options=req.measure, started=started, trigger="pr", side=s,
                                  host=host) for s in SIDES}
         # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
@@ -226,10 +230,11 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
     return comparison, runs
 
 
-def _git(refs: Refs, side: SideName) -> dict[str, object]:
+def _git(refs: Refs, side: SideName, repo: Path) -> dict[str, object]:
     commit = refs.base if side == "base" else refs.head
     ref = refs.base_ref if side == "base" else refs.head_ref
-    return {"commit": commit, "ref": ref, "merge_base": refs.base, "pr": refs.pr, "dirty": False}
+    return {"commit": commit, "ref": ref, "merge_base": refs.base, "pr": refs.pr, "dirty": False,
+            "repository": gitutil.repository_of(repo)}
 
 
 def _display(sources: list[str], tree: Path) -> list[str]:
@@ -240,6 +245,8 @@ def _display(sources: list[str], tree: Path) -> list[str]:
 def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
             req: PrRequest, stage: Path) -> Comparison:
     """Write, store, print; a gating regression is raised last so CI keeps every file."""
+    for s in SIDES:
+        check_something_measured(runs[s], req.allow_empty, label=s)
     write_outdir(req.out, {
         "base.json": dumps_results(runs["base"]), "head.json": dumps_results(runs["head"]),
         "comparison.json": render(comparison, "json"),

@@ -21,6 +21,7 @@ from compilewatch.bot.measuring import (
     now,
     suite_sources,
 )
+from compilewatch.bot.outcome import check_something_measured
 from compilewatch.bot.render.run_table import log_console, summary_table
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
@@ -42,6 +43,7 @@ class RunRequest:
     db_url: str | None = None
     no_db: bool = False
     diagnostics: bool = True  # keep each cold compile's trace beside the results file
+    allow_empty: bool = False  # a run in which nothing was measured is not an error
     repo: Path = Path(".")
     python: str = sys.executable
     measure: MeasureOptions = field(default_factory=MeasureOptions)
@@ -74,6 +76,7 @@ def run_command(req: RunRequest) -> RunResults:
                 results_of([j.result for j in done["run"]], finished=False), req.out))
     results = results_of([j.result for j in measured["run"]])
     save_results(results, req.out)
+    check_something_measured(results, req.allow_empty)  # an empty run is never stored
     if not req.no_db:
         from compilewatch.db import store_runs
 

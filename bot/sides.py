@@ -8,20 +8,21 @@ from pathlib import Path
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import RunResults, load_results
 
-RUN_ID = re.compile(r"^[A-Za-z0-9_\-]{8,64}$")  # as schema.RunId
+RUN_ID = re.compile(r"^[A-Za-z0-9_\-]{6,64}$")  # schema.RunId, or a prefix (db.MIN_PREFIX)
 
 
 def load_side(spec: str, db_url: str | None) -> RunResults:
-    """An existing file is read as results; otherwise ``spec`` must be a run id in the database."""
+    """An existing file is read as results; otherwise ``spec`` must be a run id in the database,
+    or a unique prefix of one (at least 6 characters, as ``compilewatch runs`` shows them)."""
     path = Path(spec)
     if path.is_file():
         return load_results(path)
     if path.exists():
         raise UsageError(f"{spec}: not a regular file")
     if not RUN_ID.match(spec):
-        raise UsageError(f"{spec}: no such results file, and not a run id (8-64 letters, digits, "
-                         "'-' or '_')")
+        raise UsageError(f"{spec}: no such results file, and not a run id (6-64 letters, digits, "
+                         "'-' or '_': a stored run's id or a unique prefix of it)")
     from compilewatch.db import connect, load_run
 
-    with connect(db_url) as db:
+    with connect(db_url, must_exist=True) as db:
         return load_run(db, spec)

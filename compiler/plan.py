@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import Config
 from compilewatch.suites.loader import Suite
+from compilewatch.suites.names import unmatched_models
 from compilewatch.suites.registry import ModelSpec
 
 DYNAMIC = {"auto": None, "true": True, "false": False}
@@ -53,6 +54,6 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
                     jobs.append(Job(suite, spec, cfg))
     unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(m, p) for m in matched)]
     if unmatched and strict:
-        raise UsageError(f"--model {', '.join(unmatched)} matches no model in "
-                         f"{', '.join(s.name for s in suites)}")
+        raise UsageError(unmatched_models(unmatched, [n for s in suites for n in s.models],
+                                          ", ".join(s.name for s in suites)))
     return jobs

@@ -42,6 +42,15 @@ class CacheArtifactError(CompilewatchError):
     """A compile-cache artifact is corrupt, truncated or for another environment."""
 
 
+class EnvironmentProblem(CompilewatchError):
+    """This machine cannot run the main job (``compilewatch doctor`` says why)."""
+
+
+class NothingMeasured(CompilewatchError):
+    """A run, comparison or dashboard with nothing in it (every model skipped, no run matched
+    the filters); commands refuse it unless the user passes ``--allow-empty``."""
+
+
 class RegressionFound(CompilewatchError):
     """Raised by gating commands: a gating regression was found."""
 

@@ -15,7 +15,9 @@ from compilewatch.db.queries import (
     RunInfo,
     SuitePoint,
     aa_noise,
+    count_runs,
     latest_run,
+    list_runs,
     metric_history,
     metric_values,
     results_history,
@@ -23,7 +25,14 @@ from compilewatch.db.queries import (
     suite_history,
     timing_samples,
 )
-from compilewatch.db.store import IngestOutcome, ingest, ingest_files, load_run, store_runs
+from compilewatch.db.store import (
+    IngestOutcome,
+    ingest,
+    ingest_files,
+    load_run,
+    resolve_run_id,
+    store_runs,
+)
 
 __all__ = [
     "METRICS",
@@ -38,15 +47,18 @@ __all__ = [
     "SuitePoint",
     "aa_noise",
     "connect",
+    "count_runs",
     "default_sqlite_path",
     "ingest",
     "ingest_files",
     "latest_run",
     "list_artifacts",
+    "list_runs",
     "load_run",
     "metric_history",
     "metric_values",
     "record_artifact",
+    "resolve_run_id",
     "resolve_url",
     "results_history",
     "runs_for_pr",

@@ -148,11 +148,30 @@ def _first_line(e: Exception) -> str:
     return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
 
 
-def create(url: URL) -> Database:
-    """An engine for ``url``; makes the SQLite file's directory. No schema check."""
+def sqlite_file(url: URL) -> Path | None:
+    """The file of a SQLite URL (None for Postgres and for an in-memory database)."""
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database)
+
+
+def require_existing(url: URL) -> None:
+    """Refuse a SQLite file that does not exist: reading commands must never create one (a typo
+    in ``--db`` would otherwise give a new, empty database and a silent empty answer)."""
+    path = sqlite_file(url)
+    if path is not None and not path.is_file():
+        raise DatabaseError(f"no database at {path} (check --db / {ENV_VAR}; a database is "
+                            "created by `compilewatch run`, `ingest` or `db upgrade`)")
+
+
+def create(url: URL, *, make_dirs: bool = False) -> Database:
+    """An engine for ``url``; ``make_dirs`` makes the SQLite file's directory. No schema
+    check. SQLite creates a missing file on first connection: callers that only read check
+    ``require_existing`` first."""
     if url.get_backend_name() == "sqlite":
-        if url.database and url.database != ":memory:":
-            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        path = sqlite_file(url)
+        if make_dirs and path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
         _sqlite_pragmas(engine)
     else:
@@ -164,16 +183,21 @@ def create(url: URL) -> Database:
     return Database(engine)
 
 
-def connect(url: str | None = None) -> Database:
+def connect(url: str | None = None, *, must_exist: bool = False) -> Database:
     """Open the database that commands read and write.
 
     A SQLite file is created and migrated to the newest schema on first use (under a file lock,
-    so that concurrent first users do not race). Postgres is never changed here: an empty or
-    out-of-date schema raises ``DatabaseError`` that says to run ``compilewatch db upgrade``.
+    so that concurrent first users do not race); with ``must_exist`` (every command that only
+    reads) a missing file is a ``DatabaseError`` naming the path and nothing is created.
+    Postgres is never changed here: an empty or out-of-date schema raises ``DatabaseError``
+    that says to run ``compilewatch db upgrade``.
     """
     from compilewatch.db import migrate  # imported late: migrate imports this module
 
-    db = create(resolve_url(url))
+    resolved = resolve_url(url)
+    if must_exist:
+        require_existing(resolved)
+    db = create(resolved, make_dirs=True)
     try:
         if db.is_sqlite:
             migrate.ensure_sqlite_current(db)

@@ -61,7 +61,8 @@ def state(db: Database) -> SchemaState:
     return SchemaState(current=heads[0] if heads else None, head=head)
 
 
-def _known(revision: str) -> bool:
+def known(revision: str) -> bool:
+    """Whether this package ships ``revision`` (an unknown one was written by a newer version)."""
     try:
         return _script().get_revision(revision) is not None
     except CommandError:
@@ -73,7 +74,7 @@ def check_current(db: Database) -> SchemaState:
     st = state(db)
     if st.is_current:
         return st
-    if st.current is not None and not _known(st.current):
+    if st.current is not None and not known(st.current):
         raise DatabaseError(f"{db.url}: schema revision {st.current} is newer than this "
                             "compilewatch knows; upgrade compilewatch")
     if st.current is None:
@@ -113,6 +114,6 @@ def ensure_sqlite_current(db: Database) -> SchemaState:
         return upgrade(db)
     with FileLock(f"{path}.lock", timeout=120):
         st = state(db)
-        if st.current is not None and not _known(st.current):
+        if st.current is not None and not known(st.current):
             check_current(db)  # raises: newer than this package
         return st if st.is_current else upgrade(db)

@@ -1,10 +1,16 @@
 """SQLAlchemy 2.0 tables for what a run produces.
 
 One row per run, per environment, per model result; child tables for what a result holds in
-lists (timing samples, compile phases, graph breaks, recompiles, cache keys and their components).
-Scalars that queries filter or plot (speedup, medians, compile seconds, counts, accuracy,
-memory) are columns of ``model_results``; the full validated ``ModelResult`` JSON is kept in
-``payload`` so that a stored run can be turned back into the exact results file.
+lists (timing samples, compile phases, graph breaks, recompiles, cache keys). Scalars that
+queries filter or plot (speedup, medians, compile seconds, counts, accuracy, memory) are columns
+of ``model_results``; the validated ``ModelResult`` JSON is kept in ``payload`` so that a stored
+run can be turned back into the exact results file.
+
+A cache key's components (a hash and often a value for each of ~70 names) are the bulk of a
+run, and they repeat: the same graph compiled cold and warm, night after night. They are stored
+once per distinct set (``component_sets``, content-addressed by a sha256 of the names, hashes
+and values in their recorded order) and referenced from each ``cache_keys`` row; ``payload``
+holds the cache keys without them (``db/store.py`` puts them back).
 
 The schema changes only through the Alembic migrations in ``migrations/versions``; a test checks
 that the migrations and these models agree.
@@ -199,7 +205,7 @@ class RecompileRow(Base):
 
 
 class CacheKeyRow(Base):
-    """One compiled graph's FX or AOTAutograd cache key."""
+    """One compiled graph's FX or AOTAutograd cache key; its components are a shared set."""
 
     __tablename__ = "cache_keys"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -210,6 +216,7 @@ class CacheKeyRow(Base):
     hit: Mapped[bool | None] = mapped_column(Boolean)
     state: Mapped[str] = mapped_column(String(16))
     phase: Mapped[str] = mapped_column(String(16))
+    component_set_id: Mapped[int] = mapped_column(ForeignKey("component_sets.id"))
 
     __table_args__ = (
         UniqueConstraint("result_id", "kind", "idx", name="uq_cache_keys_position"),
@@ -217,15 +224,31 @@ class CacheKeyRow(Base):
     )
 
 
-class CacheKeyComponent(Base):
-    """A component of a cache key: its hash and, where recorded, its value."""
+class ComponentSet(Base):
+    """A distinct set of cache-key components, stored once however many keys share it.
 
-    __tablename__ = "cache_key_components"
-    cache_key_id: Mapped[int] = mapped_column(
-        ForeignKey("cache_keys.id", ondelete="CASCADE"), primary_key=True)
-    name: Mapped[str] = mapped_column(String(SHORT), primary_key=True)
+    ``digest`` is the sha256 of the components and values in their recorded order (so that
+    ``load_run`` gives back the exact results file).
+    """
+
+    __tablename__ = "component_sets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(SHA), unique=True)
+
+
+class ComponentSetItem(Base):
+    """One component of a set: its hash and, where recorded, its value. ``position`` is the
+    name's place among the components (values-only names after them), ``value_position`` its
+    place among the values."""
+
+    __tablename__ = "component_set_items"
+    set_id: Mapped[int] = mapped_column(
+        ForeignKey("component_sets.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(SHORT))
     hash: Mapped[str | None] = mapped_column(String(HASH))
     value: Mapped[str | None] = mapped_column(Text)
+    value_position: Mapped[int | None] = mapped_column(Integer)
 
 
 class CacheArtifact(Base):

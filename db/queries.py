@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, select
 
 from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import geomean
@@ -58,6 +58,7 @@ class RunInfo:
     n_results: int
     n_pass: int
     suites: tuple[str, ...]
+    repository: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def _measured(stmt: Select, *, suite: str | None, config_slug: str | None,
 
 def _run_infos(db: Database, stmt: Select) -> list[RunInfo]:
     cols = [c for c in R.c if c.name not in ("meta", "id", "content_sha256", "schema_version",
-                                             "environment_id", "repository", "ingested_at")]
+                                             "environment_id", "ingested_at")]
     with db.read() as conn:
         rows = conn.execute(stmt.with_only_columns(R.c.id, *cols)).all()
         suites: dict[int, list[str]] = {}
@@ -137,6 +138,22 @@ def latest_run(db: Database, *, commit: str, suite: str, fingerprint: str | None
         stmt = stmt.where(R.c.trigger == trigger)
     found = _run_infos(db, stmt)
     return found[0] if found else None
+
+
+def list_runs(db: Database, *, limit: int | None = 20, trigger: str | None = None,
+              ref: str | None = None, repository: str | None = None) -> list[RunInfo]:
+    """The newest stored runs first (what ``compilewatch runs`` lists), optionally filtered."""
+    stmt = select(R.c.id).order_by(R.c.started_at.desc(), R.c.id.desc())
+    for col, want in ((R.c.trigger, trigger), (R.c.ref, ref), (R.c.repository, repository)):
+        if want is not None:
+            stmt = stmt.where(col == want)
+    return _run_infos(db, stmt.limit(limit) if limit is not None else stmt)
+
+
+def count_runs(db: Database) -> int:
+    """How many runs the database holds."""
+    with db.read() as conn:
+        return int(conn.execute(select(func.count()).select_from(R)).scalar_one())
 
 
 def runs_for_pr(db: Database, pr: int) -> list[RunInfo]:
@@ -247,11 +264,12 @@ class ResultPoint:
     config_slug: str
     status: str
     metrics: dict[str, float | None]
+    repository: str | None = None
 
 
 def results_history(db: Database, *, suite: str | None = None, ref: str | None = None,
-                    trigger: str | None = "nightly",
-                    since: datetime | None = None) -> list[ResultPoint]:
+                    trigger: str | None = "nightly", since: datetime | None = None,
+                    repository: str | None = None) -> list[ResultPoint]:
     """Every result of the matching runs, all metrics at once, oldest run first.
 
     Trends draw every model and metric; one query instead of one per (model, metric) keeps a
@@ -259,10 +277,11 @@ def results_history(db: Database, *, suite: str | None = None, ref: str | None =
     """
     names = list(METRICS)
     stmt = (select(R.c.started_at, R.c.commit, R.c.run_id, MR.c.suite, MR.c.model,
-                   MR.c.config_slug, MR.c.status, *METRICS.values())
+                   MR.c.config_slug, MR.c.status, R.c.repository, *METRICS.values())
             .join(R, R.c.id == MR.c.run_pk)
             .order_by(R.c.started_at, R.c.id, MR.c.suite, MR.c.model, MR.c.config_slug))
-    for col, want in ((MR.c.suite, suite), (R.c.ref, ref), (R.c.trigger, trigger)):
+    for col, want in ((MR.c.suite, suite), (R.c.ref, ref), (R.c.trigger, trigger),
+                      (R.c.repository, repository)):
         if want is not None:
             stmt = stmt.where(col == want)
     if since is not None:
@@ -270,7 +289,7 @@ def results_history(db: Database, *, suite: str | None = None, ref: str | None =
     with db.read() as conn:
         rows = conn.execute(stmt).all()
     return [ResultPoint(time=r[0], commit=r[1], run_id=r[2], suite=r[3], model=r[4],
-                        config_slug=r[5], status=r[6],
+                        config_slug=r[5], status=r[6], repository=r[7],
                         metrics={n: None if v is None else float(v)
-                                 for n, v in zip(names, r[7:], strict=True)})
+                                 for n, v in zip(names, r[8:], strict=True)})
             for r in rows]

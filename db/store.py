@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from compilewatch.core.errors import DatabaseError, ResultsFileError
+from compilewatch.core.errors import DatabaseError, ResultsFileError, UsageError
 from compilewatch.core.schema import (
     ModelResult,
     RunResults,
@@ -27,6 +27,7 @@ from compilewatch.core.schema import (
     load_results,
     parse_results,
 )
+from compilewatch.db import components
 from compilewatch.db import models as m
 from compilewatch.db.engine import Database, utcnow
 
@@ -133,8 +134,16 @@ def _result_row(run_pk: int, position: int, r: ModelResult) -> dict[str, Any]:
         "max_abs_err": acc.max_abs_err if acc else None,
         "max_rel_err": acc.max_rel_err if acc else None,
         "eager_peak_bytes": mem.eager_peak_bytes, "compiled_peak_bytes": mem.compiled_peak_bytes,
-        "duration_s": r.duration_s, "payload": r.model_dump_json(),
+        "duration_s": r.duration_s, "payload": _payload(r),
     }
+
+
+def _payload(r: ModelResult) -> str:
+    """The result's JSON without its cache keys' components, which are stored once per
+    distinct set (``component_sets``) and put back by ``load_run``."""
+    bare = {kind: [k.model_copy(update={"components": {}, "values": {}})
+                   for k in getattr(r.cache, kind)] for kind in ("fx", "aot")}
+    return r.model_copy(update={"cache": r.cache.model_copy(update=bare)}).model_dump_json()
 
 
 def _insert_many(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
@@ -191,14 +200,34 @@ def _details(conn: Connection, ids: Sequence[int], results: Sequence[ModelResult
     _insert_many(conn, m.CompilePhase.__table__, phases)
     _insert_many(conn, m.GraphBreakRow.__table__, breaks)
     _insert_many(conn, m.RecompileRow.__table__, recompiles)
-    key_ids = _insert_returning_ids(conn, m.CacheKeyRow.__table__, keys)
-    components = [
-        {"cache_key_id": kid, "name": name, "hash": hashes.get(name), "value": values.get(name)}
-        for kid, (hashes, values) in zip(key_ids, key_parts, strict=True)
-        for name in dict.fromkeys([*hashes, *values])
-    ]
-    _insert_many(conn, m.CacheKeyComponent.__table__, components)
+    for key, set_id in zip(keys, _component_sets(conn, key_parts), strict=True):
+        key["component_set_id"] = set_id
+    _insert_many(conn, m.CacheKeyRow.__table__, keys)
     return len(samples)
+
+
+def _component_sets(conn: Connection,
+                    parts: Sequence[tuple[dict[str, str], dict[str, str]]]) -> list[int]:
+    """The id of each (components, values)'s set; a set not stored yet is inserted with its
+    items. Concurrent ingests of the same set meet on the digest's unique index."""
+    digests = [components.digest(c, v) for c, v in parts]
+    content = dict(zip(digests, parts, strict=True))
+    sets = m.ComponentSet.__table__
+    ids: dict[str, int] = {}
+    wanted = list(content)
+    for i in range(0, len(wanted), 500):
+        ids.update({d: int(i) for d, i in conn.execute(
+            select(sets.c.digest, sets.c.id).where(sets.c.digest.in_(wanted[i:i + 500])))})
+    items: list[dict[str, Any]] = []
+    for d in (d for d in content if d not in ids):
+        new_id = _insert_ignore(conn, sets, {"digest": d}, "digest")
+        if new_id is None:  # another writer stored it meanwhile
+            ids[d] = int(conn.execute(select(sets.c.id).where(sets.c.digest == d)).scalar_one())
+        else:
+            ids[d] = int(new_id)
+            items += components.items(ids[d], *content[d])
+    _insert_many(conn, m.ComponentSetItem.__table__, items)
+    return [ids[d] for d in digests]
 
 
 def _store(db: Database, results: RunResults) -> tuple[bool, int]:
@@ -231,32 +260,85 @@ def ingest(db: Database, results: RunResults) -> str:
     return results.run_id
 
 
+def store(db: Database, results: RunResults, source: str) -> IngestOutcome:
+    """Store one run (read from ``source``) in its own transaction; say what was done."""
+    stored, n_samples = _store(db, results)
+    return IngestOutcome(source=source, run_id=results.run_id, results=len(results.results),
+                         samples=n_samples, stored=stored)
+
+
 def ingest_files(db: Database, paths: Iterable[str | Path]) -> list[IngestOutcome]:
     """Validate and store results files, each in its own transaction."""
-    outcomes = []
-    for path in paths:
-        results = load_results(path)  # its errors name the file
-        stored, n_samples = _store(db, results)
-        outcomes.append(IngestOutcome(source=str(path), run_id=results.run_id,
-                                      results=len(results.results), samples=n_samples,
-                                      stored=stored))
-    return outcomes
+    return [store(db, load_results(path), str(path))  # load_results' errors name the file
+            for path in paths]
+
+
+MIN_PREFIX = 6  # characters of a run id that select it, when unique (as git's short ids)
+
+
+def resolve_run_id(db: Database, spec: str) -> str:
+    """The full id of the run that ``spec`` names: the id itself, or a unique prefix of at least
+    ``MIN_PREFIX`` characters. An ambiguous prefix is a ``UsageError`` listing the candidates."""
+    runs = m.Run.__table__
+    with db.read() as conn:
+        if conn.execute(select(runs.c.id).where(runs.c.run_id == spec)).first() is not None:
+            return spec
+        if len(spec) < MIN_PREFIX:
+            raise UsageError(f"run id {spec!r} is too short: give the full id or a unique "
+                             f"prefix of at least {MIN_PREFIX} characters (compilewatch runs "
+                             "lists them)")
+        found = conn.execute(
+            select(runs.c.run_id, runs.c.started_at, runs.c.ref, runs.c.trigger)
+            .where(runs.c.run_id.startswith(spec, autoescape=True))
+            .order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(11)).all()
+    if not found:
+        raise DatabaseError(f"no run {spec!r} in {db.url}; list the stored runs with "
+                            "`compilewatch runs`, or ingest the results file first "
+                            "(compilewatch ingest FILE)")
+    if len(found) > 1:
+        shown = "; ".join(f"{r.run_id} ({r.started_at:%Y-%m-%d %H:%M}, {r.trigger}, "
+                          f"{r.ref or 'no ref'})" for r in found[:10])
+        more = " and more" if len(found) > 10 else ""
+        raise UsageError(f"run id prefix {spec!r} is ambiguous: {shown}{more}; give more "
+                         "characters")
+    return str(found[0].run_id)
 
 
 def load_run(db: Database, run_id: str) -> RunResults:
-    """The stored run, exactly as it was ingested (compare accepts a run id for a file)."""
+    """The stored run, exactly as it was ingested (compare accepts a run id for a file).
+    ``run_id`` may be a unique prefix (``resolve_run_id``)."""
+    run_id = resolve_run_id(db, run_id)
     runs, res = m.Run.__table__, m.ModelResultRow.__table__
+    keys, items = m.CacheKeyRow.__table__, m.ComponentSetItem.__table__
     with db.read() as conn:
         row = conn.execute(select(runs.c.id, runs.c.meta)
-                           .where(runs.c.run_id == run_id)).first()
-        if row is None:
-            raise DatabaseError(f"no run {run_id!r} in {db.url}; ingest its results file first "
-                                "(compilewatch ingest FILE) or check the id")
-        payloads = conn.execute(select(res.c.payload).where(res.c.run_pk == row.id)
-                                .order_by(res.c.position)).scalars().all()
-    text = f'{row.meta[:-1]},"results":[{",".join(payloads)}]}}'
+                           .where(runs.c.run_id == run_id)).one()
+        results = conn.execute(select(res.c.id, res.c.payload).where(res.c.run_pk == row.id)
+                               .order_by(res.c.position)).all()
+        of_run = (select(keys.c.result_id, keys.c.kind, keys.c.idx, keys.c.component_set_id)
+                  .join(res, res.c.id == keys.c.result_id).where(res.c.run_pk == row.id))
+        key_sets = {(r.result_id, r.kind, r.idx): r.component_set_id
+                    for r in conn.execute(of_run)}
+        per_set: dict[int, list[Any]] = {}
+        for item in conn.execute(select(items).where(items.c.set_id.in_(
+                of_run.with_only_columns(keys.c.component_set_id)))):
+            per_set.setdefault(item.set_id, []).append(item)
+    sets = {sid: components.rebuild(rows) for sid, rows in per_set.items()}
+    data = json.loads(row.meta)
+    data["results"] = [_with_components(rid, json.loads(payload), key_sets, sets)
+                       for rid, payload in results]
     # through the upgraders: a run stored by an older compilewatch still loads and compares
-    return parse_results(json.loads(text), source=f"run {run_id} in {db.url}")
+    return parse_results(data, source=f"run {run_id} in {db.url}")
+
+
+def _with_components(result_id: int, payload: dict[str, Any],
+                     key_sets: dict[tuple[int, str, int], int],
+                     sets: dict[int, tuple[dict[str, str], dict[str, str]]]) -> dict[str, Any]:
+    for kind in ("fx", "aot"):
+        for idx, key in enumerate(payload["cache"][kind]):
+            key["components"], key["values"] = sets.get(key_sets[(result_id, kind, idx)],
+                                                        ({}, {}))
+    return payload
 
 
 def store_runs(url: str | None, *runs: RunResults) -> list[str]:

@@ -35,3 +35,11 @@ def signing_pair() -> tuple[bytes, str]:
     from compilewatch.compiler import signing
 
     return signing.generate()
+
+
+@pytest.fixture(autouse=True)
+def _in_a_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs in its own empty directory: a command's default output (results.json,
+    compilewatch-out/) lands there, and no test depends on what the checkout holds (after the
+    quickstart, compilewatch-out/ made pr's not-a-repository test fail on the output folder)."""
+    monkeypatch.chdir(tmp_path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import random
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from compilewatch.core.schema import (
     SCHEMA_VERSION,
@@ -246,7 +246,7 @@ class FakeLauncher:
     ``launches`` records (side, model, phase) in the order the loop started them; ``output``
     makes each worker's output (default: ``worker_output``)."""
 
-    launches: list[tuple[str, str, str]] = []
+    launches: ClassVar[list[tuple[str, str, str]]] = []
 
     def __init__(self, isolation: str = "fork", preload: Any = (),
                  output: Any = None, raise_on: int | None = None) -> None:

@@ -37,6 +37,7 @@ class Logged:
     query: dict[str, str]
     status: int = 0
     user: str | None = None
+    scopes: str | None = None  # X-OAuth-Scopes of a classic token, sent back on the reply
 
 
 @dataclass
@@ -80,6 +81,7 @@ class FakeGitHub:
     def __init__(self, token: str = "ghp_fake_token") -> None:
         self.lock = threading.RLock()
         self.tokens: dict[str, dict[str, Any]] = {token: BOT}
+        self.token_scopes: dict[str, str] = {}  # classic tokens: what X-OAuth-Scopes says
         self.repos: dict[str, dict[str, Any]] = {}
         self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
         self.comments: dict[int, dict[str, Any]] = {}
@@ -143,6 +145,14 @@ class FakeGitHub:
             self.comments[cid] = {"id": cid, "repo": full_name, "issue": number, "body": body,
                                   "user": user, "created_at": stamp, "updated_at": stamp}
             return cid
+
+    def add_token(self, token: str, login: str, scopes: str | None = None) -> None:
+        """A user's token; ``scopes`` ("repo, workflow") makes it a classic token, whose
+        replies carry ``X-OAuth-Scopes`` as GitHub's do (fine-grained tokens: None)."""
+        with self.lock:
+            self.tokens[token] = {"login": login, "id": next(self._ids), "type": "User"}
+            if scopes is not None:
+                self.token_scopes[token] = scopes
 
     def register_app(self, app_id: int, public_key_pem: bytes, installation_id: int,
                      repo: str) -> None:
@@ -259,6 +269,7 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     (m, re.compile(f"^{p}$"), h) for m, p, h in [
         ("POST", r"/app/installations/(?P<inst>\d+)/access_tokens", "app_token"),
         ("GET", rf"/repos/{R}/installation", "repo_installation"),
+        ("GET", r"/user", "get_user"),
         ("GET", rf"/repos/{R}", "get_repo"),
         ("GET", rf"/repos/{R}/pulls", "list_pulls"),
         ("GET", rf"/repos/{R}/pulls/(?P<n>\d+)", "get_pull"),
@@ -356,7 +367,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         if method == "GET" and (m := DOWNLOAD_ROUTE.match(path)):
             return _routes.download(fake, **m.groupdict())
-        user = self._authenticate(path)
+        user = self._authenticate(path, entry)
         entry.user = user["login"] if user else None
         req = Req(method, path, query, self.headers, body, user)
         if path.startswith(UPLOADS) and method == "POST":
@@ -371,8 +382,9 @@ class _Handler(BaseHTTPRequestHandler):
                         return getattr(_routes, name)(fake, req, **m.groupdict())
         raise Reply(404, "Not Found")
 
-    def _authenticate(self, path: str) -> dict[str, Any] | None:
+    def _authenticate(self, path: str, entry: Logged) -> dict[str, Any] | None:
         scheme, _, cred = (self.headers.get("Authorization") or "").partition(" ")
+        entry.scopes = self.fake.token_scopes.get(cred)
         scheme = scheme.lower()
         if path.startswith(f"{API}/app/") or path.endswith("/installation"):
             if scheme != "bearer":
@@ -393,6 +405,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         base = {"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999",
                 "X-RateLimit-Reset": str(int(time.time()) + 3600)}
+        if entry.scopes is not None:
+            base["X-OAuth-Scopes"] = entry.scopes
         for k, v in {**base, **headers}.items():
             self.send_header(k, v)
         self.end_headers()

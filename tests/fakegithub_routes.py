@@ -73,6 +73,14 @@ def repo_installation(fake: FakeGitHub, req: Req, full: str) -> Answer:
                  "permissions": {}, "events": []}, {}
 
 
+def get_user(fake: FakeGitHub, req: Req) -> Answer:
+    """The token's user; an installation (App or Actions) token has none, as on GitHub."""
+    assert req.user is not None
+    if req.user.get("type") == "Bot":
+        raise Reply(403, "Resource not accessible by integration")
+    return 200, {**req.user, "url": fake._api(f"/users/{req.user['login']}")}, {}
+
+
 # ---- repository, pulls, issues -------------------------------------------------------------
 def get_repo(fake: FakeGitHub, req: Req, full: str) -> Answer:
     _repo(fake, full)

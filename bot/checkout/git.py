@@ -30,14 +30,60 @@ def is_repo(path: str | Path) -> bool:
 
 
 def head_info(repo: str | Path) -> dict[str, object]:
-    """Commit, branch and dirtiness of a checkout (for the results' ``git`` block); empty
-    outside a git checkout (a run of an unversioned directory records no git block)."""
+    """Commit, branch, repository and dirtiness of a checkout (for the results' ``git``
+    block); empty outside a git checkout (a run of an unversioned directory records no git
+    block)."""
     if not is_repo(repo):
         return {}
     commit = git(repo, "rev-parse", "HEAD")
     ref = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     dirty = bool(git(repo, "status", "--porcelain", "--untracked-files=no"))
-    return {"commit": commit, "ref": None if ref == "HEAD" else ref, "dirty": dirty}
+    return {"commit": commit, "ref": None if ref == "HEAD" else ref, "dirty": dirty,
+            "repository": repository_of(repo)}
+
+
+MAX_REPOSITORY = 256  # characters: the schema's Short
+
+
+def repository_name(remote_url: str) -> str | None:
+    """OWNER/NAME of a remote URL (https, ssh, scp-like ``git@host:owner/name.git``, a path):
+    its last two path parts, without ``.git``."""
+    url = remote_url.strip().rstrip("/")
+    if "://" not in url and ":" in url and not url.startswith("/"):
+        url = url.split(":", 1)[1]  # scp-like: git@github.com:owner/name.git
+    elif "://" in url:
+        url = url.split("://", 1)[1].split("/", 1)[-1] if "/" in url.split("://", 1)[1] else ""
+    parts = [p for p in url.removesuffix(".git").split("/") if p and p not in (".", "..")]
+    return "/".join(parts[-2:]) if len(parts) >= 2 else (parts[0] if parts else None)
+
+
+def repository_of(repo: str | Path) -> str | None:
+    """What a checkout measures, so that runs of different repositories sharing one database
+    stay apart: OWNER/NAME of its ``origin`` remote, else the checkout's own path."""
+    try:
+        name = repository_name(git(repo, "remote", "get-url", "origin"))
+    except GitError:
+        name = None
+    if name is None:
+        try:
+            name = git(repo, "rev-parse", "--show-toplevel")
+        except GitError:
+            return None
+    return name[-MAX_REPOSITORY:]
+
+
+def repository_filter(value: str | None) -> str | None:
+    """A ``--repo`` filter of ``runs`` and ``trends``: OWNER/NAME as stored, or a checkout
+    directory (``--repo .``) standing for the repository it measures."""
+    if value is None or value == "*":
+        return None
+    if Path(value).is_dir():
+        name = repository_of(value) if is_repo(value) else None
+        if name is None:
+            raise GitError(f"--repo {value}: a directory that is not a git checkout; pass "
+                           "OWNER/NAME")
+        return name
+    return value
 
 
 def resolve_commit(repo: str | Path, ref: str) -> str:

@@ -28,7 +28,8 @@ def _env() -> Environment:
     env = Environment(loader=PackageLoader("compilewatch.templates", "."), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=_num, pct=lambda v: "—" if v is None else f"{v:+.1%}",
-                       day=lambda t: t.strftime("%Y-%m-%d"), short=lambda c: (c or "?")[:10])
+                       day=lambda t: t.strftime("%Y-%m-%d"), short=lambda c: (c or "?")[:10],
+                       passing=lambda v: "—" if v is None else ("yes" if v >= 1 else "no"))
     env.globals.update(model_page=sitemap.model_page, suite_chart=sitemap.suite_chart)
     return env
 
@@ -55,6 +56,11 @@ def _model_page(out: Path, m: ModelTrend, generated: str) -> None:
     write_atomic(out / page, html)
 
 
+def render_index(trends: Trends, generated: str) -> str:
+    """The dashboard's index page (``generated``: the time shown as the page's date)."""
+    return _env().get_template("dashboard.html.j2").render(t=trends, generated=generated)
+
+
 def write_site(trends: Trends, out: Path) -> Path:
     """Draw every chart, write every page; return the index."""
     out.mkdir(parents=True, exist_ok=True)
@@ -65,12 +71,12 @@ def write_site(trends: Trends, out: Path) -> Path:
             _model_page(out, m, generated)
     write_atomic(out / "trends.json", json.dumps(to_data(trends), indent=1, default=str))
     index = out / "index.html"
-    write_atomic(index, _env().get_template("dashboard.html.j2").render(
-        t=trends, generated=generated))
+    write_atomic(index, render_index(trends, generated))
     return index
 
 
 def to_data(trends: Trends) -> dict[str, Any]:
     """The dashboard as data: every series with its points and steps (times as ISO strings)."""
     return {"ref": trends.ref, "trigger": trends.trigger,
+            "repositories": list(trends.repositories),
             "suites": [asdict(s) for s in trends.suites]}

@@ -25,6 +25,12 @@ METRICS: dict[str, tuple[str, str]] = {
     "recompiles": ("recompiles", ""),
     "pass_rate": ("pass rate", ""),
 }
+# metric key -> the header of its column in the dashboard's model table
+COLUMNS: dict[str, str] = {
+    "speedup": "speedup", "cold_s": "cold (s)", "warm_s": "warm (s)",
+    "warm_start_s": "warm start (s)", "graph_breaks": "breaks", "recompiles": "recompiles",
+    "pass_rate": "passing",
+}
 SUITE_LABELS = {"speedup": "geomean speedup", "cold_s": "geomean cold compile time",
                 "warm_s": "geomean warm compile time",
                 "warm_start_s": "geomean warm start compile time",
@@ -69,6 +75,10 @@ class ModelTrend:
     def steps(self) -> list[tuple[Series, TrendStep]]:
         return [(s, st) for s in self.series for st in s.steps]
 
+    def latest(self, metric: str) -> float | None:
+        """The newest value of one metric (None: never measured)."""
+        return next((s.latest for s in self.series if s.metric == metric), None)
+
 
 @dataclass(frozen=True)
 class SuiteTrend:
@@ -77,12 +87,20 @@ class SuiteTrend:
     series: tuple[Series, ...]
     models: tuple[ModelTrend, ...] = field(default_factory=tuple)
 
+    def columns(self) -> list[tuple[str, str]]:
+        """(metric, header) of the model table: every metric of ``COLUMNS``, except a warm
+        start that no model of the suite has (runs without ``--warm-cache``)."""
+        return [(k, h) for k, h in COLUMNS.items()
+                if k != "warm_start_s" or any(m.latest(k) is not None for m in self.models)]
+
 
 @dataclass(frozen=True)
 class Trends:
     ref: str | None
     trigger: str | None
     suites: tuple[SuiteTrend, ...]
+    repositories: tuple[str, ...] = ()  # of the runs drawn ("" for runs that recorded none)
+    repository: str | None = None  # the --repo filter, if any
 
 
 def make_series(metric: str, points: Sequence[tuple[datetime, str | None, float]],
@@ -142,11 +160,16 @@ def _suite_trend(suite: str, rows: list[ResultPoint]) -> SuiteTrend:
 
 
 def load_trends(db: Database, *, suite: str | None = None, ref: str | None = "main",
-                trigger: str | None = "nightly", since: datetime | None = None) -> Trends:
-    """Every suite's and model's nightly series (by default: nightlies of main)."""
-    rows = results_history(db, suite=suite, ref=ref, trigger=trigger, since=since)
+                trigger: str | None = "nightly", since: datetime | None = None,
+                repository: str | None = None) -> Trends:
+    """Every suite's and model's nightly series (by default: nightlies of main, of every
+    repository the database holds)."""
+    rows = results_history(db, suite=suite, ref=ref, trigger=trigger, since=since,
+                           repository=repository)
     per_suite: dict[str, list[ResultPoint]] = defaultdict(list)
     for r in rows:
         per_suite[r.suite].append(r)
     return Trends(ref=ref, trigger=trigger,
-                  suites=tuple(_suite_trend(s, rs) for s, rs in sorted(per_suite.items())))
+                  suites=tuple(_suite_trend(s, rs) for s, rs in sorted(per_suite.items())),
+                  repositories=tuple(sorted({r.repository or "" for r in rows})),
+                  repository=repository)

@@ -154,6 +154,7 @@ class Side(_Data):
     commit: str | None = None
     ref: str | None = None
     created_at: str
+    finished_at: str | None = None
     torch: str
     device: str | None = None
 

@@ -13,7 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from compilewatch.bot.judge.baseline import load_baseline
 from compilewatch.bot.judge.comparison import Comparison
-from compilewatch.bot.judge.thresholds import ModelOverride, ThresholdPolicy, Thresholds
+from compilewatch.bot.judge.thresholds import (
+    ModelOverride,
+    ThresholdPolicy,
+    Thresholds,
+    describe_error,
+)
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.compiler import signing
 from compilewatch.core.errors import UsageError
@@ -79,9 +84,7 @@ def load_project_config(repo: str | Path = ".") -> ProjectConfig:
     try:
         config = ProjectConfig(root=root, **table)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"{path}: tool.compilewatch.{where}: {first['msg']}") from None
+        raise UsageError(f"{path}: tool.compilewatch.{describe_error(e)}") from None
     try:
         config.threshold_policy()
     except UsageError as e:

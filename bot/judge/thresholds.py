@@ -1,14 +1,18 @@
 """Per-metric thresholds for verdicts, with per-model overrides, as read from the repo under test.
 
 Defaults come from the noise measured in /work/shared/MEASUREMENT.md and are explained in
-docs/compare.md. A relative threshold of 0.03 means "3% slower is a regression"; ``min_abs`` is a
-floor in the metric's unit below which a change is never flagged (a 40 ms change of a 1 s compile
-is not worth a comment); ``gate`` decides whether a regression fails the check.
+docs/compare.md. A relative threshold of 0.03 means "3% slower is a regression" (written
+``0.03`` or ``"3%"``; a bare number of 1 or more is refused, because ``compiled_time = 5`` meant
+5% and was read as 500%); ``min_abs`` is a floor in the metric's unit below which a change is
+never flagged (a 40 ms change of a 1 s compile is not worth a comment); ``gate`` decides whether
+a regression fails the check. Counts (graph breaks, recompiles) take a whole number of extra
+occurrences.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -30,6 +34,65 @@ class MetricThreshold(BaseModel):
         if isinstance(data, int | float) and not isinstance(data, bool):
             return {"regression": data}
         return data
+
+
+RELATIVE = ("compiled_time", "compiled_time_launch_bound", "cold_compile", "warm_compile",
+            "memory")
+COUNTS = {"graph_breaks": "graph breaks", "recompiles": "recompiles"}
+FIELDS = ("regression", "min_abs", "gate")
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, str | bool) else str(value)
+
+
+def _relative(metric: str, value: Any) -> float:
+    """A fraction: ``0.05`` or ``"5%"``; a bare number >= 1 is refused (5 meant 5%)."""
+    percent = isinstance(value, str) and value.strip().endswith("%")
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        number = float(value.strip().removesuffix("%")) if isinstance(value, str) else value
+    except ValueError:
+        raise ValueError(f"{metric} = {_shown(value)}: write a fraction like 0.05 or a "
+                         'percentage like "5%"') from None
+    if number < 0:
+        raise ValueError(f"{metric} = {_shown(value)}: must not be negative")
+    if percent:
+        return number / 100
+    if number >= 1:
+        hint = "" if number == 5 else f", {number / 100:g} for {number:g}%"
+        raise ValueError(f"{metric} = {_shown(value)}: a relative threshold is a fraction: "
+                         f"write 0.05 for 5%{hint} (or \"{number * 100:g}%\" if you mean "
+                         f"{number * 100:g}%)")
+    return float(number)
+
+
+def _count(metric: str, value: Any) -> int:
+    """A whole number of extra occurrences tolerated."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and value < 0:
+        raise ValueError(f"{metric} = {_shown(value)}: must not be negative")
+    if not ok or value != int(value):
+        raise ValueError(f"{metric} = {_shown(value)}: a whole number of extra "
+                         f"{COUNTS[metric]} tolerated (0, 1, 2, ...)")
+    return int(value)
+
+
+def metric_patch(metric: str, value: Any) -> dict[str, Any]:
+    """One metric's threshold as written in TOML (a number, a percentage string or a table)
+    as fields of ``MetricThreshold``, ``regression`` read by the metric's kind. Raises
+    ``ValueError`` naming the metric and saying what to write."""
+    patch = dict(value) if isinstance(value, dict) else {"regression": value}
+    for key in patch:
+        if key not in FIELDS:
+            raise ValueError(f"{metric}.{key}: unknown key (one of {', '.join(FIELDS)})")
+    if "regression" in patch:
+        if metric in RELATIVE:
+            patch["regression"] = _relative(metric, patch["regression"])
+        elif metric in COUNTS:
+            patch["regression"] = _count(metric, patch["regression"])
+    return patch
 
 
 def _t(regression: float, min_abs: float = 0.0, gate: bool = True) -> MetricThreshold:
@@ -60,7 +123,8 @@ class Thresholds(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _partial_tables(cls, data: Any) -> Any:
-        # ``cold_compile = { gate = false }`` keeps cold_compile's own defaults for the rest.
+        # ``cold_compile = { gate = false }`` keeps cold_compile's own defaults for the rest;
+        # values as written (numbers, "5%", tables) are read by ``metric_patch``.
         if not isinstance(data, dict):
             return data
         out = dict(data)
@@ -68,21 +132,20 @@ class Thresholds(BaseModel):
             field = cls.model_fields.get(name)
             if field is None or not isinstance(field.default, MetricThreshold):
                 continue
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                value = {"regression": value}
-            if isinstance(value, dict):
-                out[name] = {**field.default.model_dump(), **value}
+            if not isinstance(value, MetricThreshold):
+                out[name] = {**field.default.model_dump(), **metric_patch(name, value)}
         return out
 
     def merged(self, overrides: dict[str, Any]) -> Thresholds:
-        """These thresholds with some metrics' fields replaced (partial tables merge)."""
-        data = self.model_dump()
+        """These thresholds with some metrics' fields replaced (partial tables merge);
+        ``overrides`` as written in TOML."""
+        data: dict[str, Any] = {name: getattr(self, name) for name in Thresholds.model_fields}
         for metric, value in overrides.items():
             if metric in SCALARS:
                 data[metric] = value
             else:
-                patch = {"regression": value} if isinstance(value, int | float) else value
-                data[metric] = {**data[metric], **patch}
+                data[metric] = MetricThreshold(**{**data[metric].model_dump(),
+                                                  **metric_patch(metric, value)})
         return Thresholds.model_validate(data)
 
 
@@ -91,17 +154,27 @@ class ModelOverride(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    compiled_time: dict[str, Any] | float | None = None
-    compiled_time_launch_bound: dict[str, Any] | float | None = None
-    cold_compile: dict[str, Any] | float | None = None
-    warm_compile: dict[str, Any] | float | None = None
-    memory: dict[str, Any] | float | None = None
-    graph_breaks: dict[str, Any] | float | None = None
-    recompiles: dict[str, Any] | float | None = None
-    accuracy: dict[str, Any] | float | None = None
+    compiled_time: dict[str, Any] | float | str | None = None
+    compiled_time_launch_bound: dict[str, Any] | float | str | None = None
+    cold_compile: dict[str, Any] | float | str | None = None
+    warm_compile: dict[str, Any] | float | str | None = None
+    memory: dict[str, Any] | float | str | None = None
+    graph_breaks: dict[str, Any] | float | str | None = None
+    recompiles: dict[str, Any] | float | str | None = None
+    accuracy: dict[str, Any] | float | str | None = None
     confidence: float | None = None
     noise_factor: float | None = None
     noisy_half_width: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_values(cls, data: Any) -> Any:
+        # Checked as written, at load, naming the metric; kept as written for ``merged``.
+        if isinstance(data, dict):
+            for name, value in data.items():
+                if name in cls.model_fields and name not in SCALARS and value is not None:
+                    metric_patch(name, value)
+        return data
 
 
 SCALARS = ("confidence", "noise_factor", "noisy_half_width")
@@ -124,9 +197,7 @@ class ThresholdPolicy(BaseModel):
             try:  # fail at load, naming the model, not in the middle of a comparison
                 self.for_model(name)
             except ValidationError as e:
-                first = e.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise ValueError(f"models.{name}.{where}: {first['msg']}") from None
+                raise ValueError(f"models.{name}.{describe_error(e)}") from None
         return self
 
     def for_model(self, model: str) -> Thresholds:
@@ -137,3 +208,15 @@ class ThresholdPolicy(BaseModel):
         for key in matching:
             result = result.merged(self.models[key].model_dump(exclude_none=True))
         return result
+
+
+def describe_error(e: ValidationError) -> str:
+    """The first error as ``where: what``; our own value errors already start with the key
+    they refuse (``compiled_time = 5: ...``), so they are joined with a dot."""
+    first = e.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    msg = first["msg"]
+    if first["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")
+        return f"{where}.{msg}" if where else msg
+    return f"{where}: {msg}"

@@ -279,6 +279,8 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
     present = [d for d in judged.values() if d is not None]
     notes = [n for n in [compiled.note if compiled and compiled.verdict is not
                          Verdict.UNCHANGED else None, _warm_start_note(b, h)] if n]
+    if both and memory is None and h.memory.unknown_reason:
+        notes.append(f"peak memory: {h.memory.unknown_reason}")
     return ModelRow(
         suite=b.suite, model=b.model, config=b.config.slug, base_status=b.status.value,
         head_status=h.status.value, head_category=h.category.value, head_error=h.error,
@@ -334,7 +336,8 @@ def _ref(r: ModelResult) -> ModelRef:
 def _side(run: RunResults) -> Side:
     env = run.environment
     return Side(run_id=run.run_id, commit=run.git.commit, ref=run.git.ref,
-                created_at=run.created_at, torch=env.torch, device=env.gpu or env.cpu)
+                created_at=run.created_at, finished_at=run.finished_at, torch=env.torch,
+                device=env.gpu or env.cpu)
 
 
 def _sum(values: list[float]) -> float | None:

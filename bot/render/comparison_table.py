@@ -39,8 +39,7 @@ def build_table(c: Comparison) -> Table:
                         for x in filters.reasons(r))
         table.add_row(
             Text(plain(f"{r.suite}/{r.model}")),
-            Text(str(filters.label(r.verdict)) + (" (gating)" if r.gating else ""),
-                 style=STYLES[r.verdict]),
+            Text(str(filters.verdict_label(r)), style=STYLES[r.verdict]),
             _delta(r.compiled_time, filters.us), _delta(r.speedup, filters.times),
             _delta(r.cold_compile, filters.secs), _delta(r.warm_compile, filters.secs),
             Text(f"{r.graph_breaks.base} → {r.graph_breaks.head}" if r.graph_breaks else "—"),

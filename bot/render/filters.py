@@ -8,10 +8,12 @@ template for its medium.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
+from compilewatch.bot.judge.cachediff import collapse
 from compilewatch.bot.judge.comparison import (
     Comparison,
     CountDelta,
@@ -22,6 +24,7 @@ from compilewatch.bot.judge.comparison import (
 )
 
 DASH = Markup("—")
+_INPUT = re.compile(r"^example_inputs\[(\d+)\]$")
 ICONS = {Verdict.REGRESSION: "🔴", Verdict.IMPROVEMENT: "🟢", Verdict.WITHIN_NOISE: "⚪",
          Verdict.NOISY: "🌫️", Verdict.UNCHANGED: "·"}
 LABELS = {Verdict.WITHIN_NOISE: "within noise", Verdict.NOISY: "too noisy to judge"}
@@ -128,6 +131,56 @@ def reasons(row: ModelRow) -> list[Reason]:
     return [r for r in out if r is not None]
 
 
+def gating_findings(row: ModelRow) -> list[Markup]:
+    """The findings that make a row gate (a gating row may show other numbers that improved:
+    a new graph break gates while compiled time drops)."""
+    out: list[Markup] = []
+    for name, d in (("compiled time", row.compiled_time), ("cold compile", row.cold_compile),
+                    ("warm compile", row.warm_compile), ("peak memory", row.memory)):
+        if d is not None and d.gating:
+            out.append(Markup(f"{name} {pct(d.ratio)}"))
+    for name, c in (("graph breaks", row.graph_breaks), ("recompiles", row.recompiles)):
+        if c is not None and c.gating:
+            out.append(Markup(f"{name} {c.base} → {c.head}"))
+    if row.accuracy is not None and row.accuracy.gating:
+        out.append(Markup(f"accuracy {row.accuracy.base} → {row.accuracy.head}"))
+    return out
+
+
+def gating(c: Comparison, limit: int = 5) -> tuple[list[tuple[str, Markup]], int]:
+    """(model, what gates) for the headline, at most ``limit``, and how many more: gating
+    rows, then models that passed on base and are skipped on head (which gate too)."""
+    out = [(r.model, Markup(", ").join(gating_findings(r))) for r in c.rows if r.gating]
+    out += [(m.model, Markup("skipped on head")) for m in c.newly_failing if m.status == "skip"]
+    return out[:limit], len(out) - len(out[:limit])
+
+
+def verdict_label(row: ModelRow) -> Markup:
+    """``regression (gating: graph breaks 0 → 1)``: the verdict and, when it gates, why."""
+    text = label(row.verdict)
+    if row.gating:
+        text += Markup(" (gating: ") + Markup("; ").join(gating_findings(row)) + Markup(")")
+    return text
+
+
+def input_runs(values: dict[str, str], limit: int = 4) -> tuple[list[tuple[str, str]], int]:
+    """A key's ``example_inputs[i]`` values, consecutive equal ones as one entry
+    (``example_inputs[0–62] ×63``); at most ``limit`` entries and the number left out."""
+    runs: list[tuple[int, int, str]] = []
+    for name, value in values.items():
+        m = _INPUT.match(name)
+        if m is None:
+            continue
+        i = int(m.group(1))
+        if runs and runs[-1][2] == value and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i, value)
+        else:
+            runs.append((i, i, value))
+    shown = [(f"example_inputs[{a}]" if a == b else f"example_inputs[{a}–{b}] ×{b - a + 1}", v)
+             for a, b, v in runs[:limit]]
+    return shown, len(runs) - len(shown)
+
+
 def detailed(c: Comparison) -> list[ModelRow]:
     """Rows with something to say beyond a number: flagged, new reasons or changed keys."""
     return [r for r in c.rows if reasons(r) or r.notes]
@@ -140,4 +193,6 @@ def row_count(c: Comparison) -> int:
 
 FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
            "rate": rate, "label": label, "icon": icon, "band": band}
-GLOBALS = {"reasons": reasons, "detailed": detailed, **FILTERS}
+GLOBALS = {"reasons": reasons, "detailed": detailed, "gating": gating,
+           "verdict_label": verdict_label, "input_runs": input_runs, "collapse": collapse,
+           **FILTERS}

@@ -31,7 +31,7 @@ def summary_table(results: RunResults) -> Table:
     # Warm start (empty cache dir + a portable cache artifact) only when some model has one.
     starts = any(r.compile.warm_start_s is not None for r in results.results)
     for col in ("model", "config", "status", "speedup [95% CI]", "eager µs", "compiled µs",
-                "cold s", "warm s", *(("warm start s",) if starts else ()), "breaks",
+                "cold s (1st call)", "warm s", *(("warm start s",) if starts else ()), "breaks",
                 "recompiles", "accuracy"):
         table.add_column(col, justify="left" if col in ("model", "config", "status") else "right")
     for r in results.results:

@@ -75,3 +75,18 @@ def test_baseline_update_then_compare_uses_it(sides, tmp_path):
         "suite,model,config,accuracy,graph_breaks,recompiles\nmicro,m,*,pass,0,0\n")
     assert _run("compare", str(base), str(head), "--repo", str(tmp_path),
                 "--fail-on-regression").exit_code == 0
+
+
+def test_html_is_not_printed_into_a_terminal(sides, tmp_path, monkeypatch):
+    from compilewatch.bot import cli
+
+    base, head, _ = sides
+    monkeypatch.setattr(cli, "_stdout_is_terminal", lambda: True)
+    r = CliRunner().invoke(main, ["compare", str(base), str(head), "--format", "html"])
+    assert r.exit_code == 2 and "--out" in r.output and "<html" not in r.output
+    out = tmp_path / "c.html"
+    r = CliRunner().invoke(main, ["compare", str(base), str(head), "--format", "html",
+                                  "--out", str(out)])
+    assert r.exit_code == 0 and out.read_text().startswith("<!DOCTYPE html>")
+    r = CliRunner().invoke(main, ["compare", str(base), str(head), "--format", "table"])
+    assert r.exit_code == 0 and "micro/m" in r.output  # text formats still print

@@ -15,8 +15,10 @@ from compilewatch.compiler import schedule
 from compilewatch.core.schema import load_results
 from tests.factories import FakeLauncher
 
+CHECKOUT = Path(__file__).resolve().parents[2]  # this repository's checkout
 
-def _run(harness_suite: str, out: Path, tmp_path: Path, repo: Path = Path(".")) -> None:
+
+def _run(harness_suite: str, out: Path, tmp_path: Path, repo: Path = CHECKOUT) -> None:
     run_command(RunRequest(
         suites=(harness_suite,), models=("breaks", "branchy"), out=out,
         db_url=f"sqlite:///{tmp_path / 'cw.db'}", repo=repo,

@@ -58,3 +58,33 @@ def test_report_command_from_a_file_and_from_a_run_id(tmp_path):
         assert result.exit_code == 0, result.output
         assert "micro/mlp" in out.read_text()
         out.unlink()
+
+
+def _golden_run():
+    from compilewatch.core.schema import Config
+
+    run = run_results([
+        model_result("mlp", eager_us=100.0, compiled_us=50.0, graph_breaks=["print in fn"],
+                     recompiles=["tensor 'x' size mismatch at index 0"]),
+        model_result("mlp", config=Config(dtype="bfloat16"), warm_start_s=1.5),
+        model_result("broken", category=Category.COMPILE_ERROR, error=ATTACK),
+        model_result("gpu_only", category=Category.UNSUPPORTED,
+                     error="needs cuda; this machine has no GPU"),
+    ], run_id="0123456789abcdef0123456789abcdef", commit="c" * 40, ref="main")
+    return run
+
+
+def test_every_run_report_table_has_one_cell_per_header():
+    from tests.html_tables import check_tables
+
+    for run in (_run(), _golden_run()):
+        (table,) = check_tables(render_run_html(run))
+    row = table.row("micro/broken")
+    assert row["breaks"] == "0" and row["status"].startswith("error")
+    assert table.row("micro/mlp")["breaks"] == "1"
+
+
+def test_run_report_golden():
+    from tests.bot.render.test_formats import check_golden
+
+    check_golden("run_report.html", render_run_html(_golden_run()))

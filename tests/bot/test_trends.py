@@ -103,13 +103,83 @@ def test_hostile_model_names_are_escaped_and_kept_inside_the_site(db_url: str,
     assert {p.name for p in tmp_path.iterdir()} <= {"runs.db", "runs.db.lock", "site"}
 
 
-def test_nothing_to_draw_is_an_empty_dashboard(tmp_path: Path) -> None:
+def test_nothing_to_draw_fails_unless_asked_for(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    with connect(url):
+        pass  # an existing database without runs
     out = tmp_path / "site"
-    res = CliRunner().invoke(main, ["trends", "--out", str(out), "--db",
-                                    f"sqlite:///{tmp_path / 'empty.db'}", "--suite", "hf"])
+    res = CliRunner().invoke(main, ["trends", "--out", str(out), "--db", url, "--suite", "hf"])
+    assert res.exit_code == 2
+    assert "no run matched (ref main, trigger nightly, suite hf)" in res.output
+    assert "holds no runs" in res.output and "--allow-empty" in res.output
+    assert not out.exists()
+    res = CliRunner().invoke(main, ["trends", "--out", str(out), "--db", url, "--suite", "hf",
+                                    "--allow-empty"])
     assert res.exit_code == 0, res.output
     assert "nothing to draw yet" in (out / "index.html").read_text()
-    assert "no run matched (ref main, trigger nightly, suite hf)" in res.output
+
+
+def _local_runs(url: str, ref: str | None, repository: str = "acme/models", n: int = 2) -> None:
+    from tests.factories import model_result, run_results
+
+    with connect(url) as db:
+        for i in range(n):
+            ingest(db, run_results([model_result("pointwise", seed=i)], ref=ref,
+                                   commit=NIGHT_COMMITS[i], repository=repository,
+                                   created_at=f"2026-10-0{i + 1}T03:00:00+00:00"))
+
+
+def test_after_the_quickstart_the_hint_names_the_filters_and_what_would_match(
+        tmp_path: Path) -> None:
+    """The quickstart stores runs with trigger local of the checkout's branch: the default
+    filters (nightlies of main) match nothing, and the message says which filter and what
+    would match; the suggested command draws them."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    _local_runs(url, ref="newcomer")
+    cli = CliRunner()
+    res = cli.invoke(main, ["trends", "--out", str(tmp_path / "site"), "--db", url])
+    assert res.exit_code == 2 and not (tmp_path / "site").exists()
+    assert "--trigger nightly excludes them (triggers stored: local ×2)" in res.output
+    assert "--ref main excludes them (refs stored: newcomer ×2)" in res.output
+    assert "try --trigger local --ref newcomer" in res.output
+    ok = cli.invoke(main, ["trends", "--out", str(tmp_path / "site"), "--db", url,
+                           "--trigger", "local", "--ref", "newcomer"])
+    assert ok.exit_code == 0, ok.output
+    assert "pointwise" in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_runs_without_a_ref_are_matched_by_ref_star(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    _local_runs(url, ref=None)
+    res = CliRunner().invoke(main, ["trends", "--out", str(tmp_path / "s"), "--db", url,
+                                    "--trigger", "local"])
+    assert res.exit_code == 2
+    assert "--ref main excludes them (refs stored: no ref ×2)" in res.output
+    assert "try --trigger local --ref '*'" in res.output
+
+
+def test_trends_repo_filters_and_the_page_names_the_repository(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    _local_runs(url, ref="main", repository="acme/models")
+    _local_runs(url, ref="main", repository="other/thing", n=1)
+    cli = CliRunner()
+    both = cli.invoke(main, ["trends", "--out", str(tmp_path / "a"), "--db", url,
+                             "--trigger", "local"])
+    assert both.exit_code == 0
+    assert "2 repositories" in both.output and "--repo" in both.output
+    one = cli.invoke(main, ["trends", "--out", str(tmp_path / "b"), "--db", url,
+                            "--trigger", "local", "--repo", "acme/models"])
+    assert one.exit_code == 0 and "repositories" not in one.output
+    index = (tmp_path / "b" / "index.html").read_text()
+    assert "acme/models" in index and "other/thing" not in index
+    with connect(url) as db:
+        (suite,) = load_trends(db, trigger="local", repository="other/thing").suites
+    assert suite.nights == 1
+
+
+def test_trends_help_names_the_triggers() -> None:
+    out = CliRunner().invoke(main, ["trends", "--help"]).output
+    assert "local" in out and "nightly" in out and "--allow-empty" in out and "--repo" in out
 
 
 def test_pr_comment_links_the_model_page(tmp_path: Path) -> None:
@@ -130,3 +200,49 @@ def test_compare_links_trends_with_trends_url(tmp_path: Path) -> None:
                                     "--trends-url", "https://o.github.io/r"])
     assert res.exit_code == 0, res.output
     assert f"(<https://o.github.io/r/models/micro/mlp/{SLUG}.html>)" in res.output
+
+
+def _index(db_url: str) -> str:
+    from compilewatch.bot.history.dashboard import render_index
+
+    with connect(db_url) as db:
+        return render_index(load_trends(db), generated="2026-12-01 00:00 UTC")
+
+
+def test_every_dashboard_table_has_one_cell_per_header(db_url: str, tmp_path: Path) -> None:
+    from tests.html_tables import check_tables
+
+    (table,) = check_tables(_index(db_url))
+    mlp = table.row("mlp")
+    assert mlp["breaks"] == "0" and mlp["recompiles"] == "0" and mlp["passing"] == "yes"
+    assert mlp["warm start (s)"][0] in "23" and mlp["config"] == SLUG
+    assert mlp["cold (s)"].startswith(("14", "15", "16")) and "cold_s" in mlp["steps"]
+    out = tmp_path / "site"
+    assert CliRunner().invoke(main, ["trends", "--out", str(out), "--db", db_url]).exit_code == 0
+    for page in [out / "index.html", out / model_page("micro", "mlp", SLUG)]:
+        check_tables(page.read_text())
+
+
+def test_a_history_without_warm_starts_has_no_such_column(tmp_path: Path) -> None:
+    """What a quickstart stores: no warm start, a graph break in one model."""
+    from tests.factories import model_result, run_results
+    from tests.html_tables import check_tables
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with connect(url) as db:
+        for night in range(3):
+            run = run_results([model_result("pointwise", seed=night, graph_breaks=["item()"]),
+                               model_result("gelu_mm", seed=night)], commit=NIGHT_COMMITS[night],
+                              ref="main", created_at=f"2026-10-0{night + 1}T03:00:00+00:00")
+            run.settings.trigger = "nightly"
+            ingest(db, run)
+    (table,) = check_tables(_index(url))
+    assert "warm start (s)" not in table.headers
+    assert table.row("pointwise")["breaks"] == "1" and table.row("gelu_mm")["breaks"] == "0"
+    assert table.row("pointwise")["recompiles"] == "0"
+
+
+def test_dashboard_golden(db_url: str) -> None:
+    from tests.bot.render.test_formats import check_golden
+
+    check_golden("trends_index.html", _index(db_url))

@@ -40,8 +40,40 @@ def test_round_trip_is_exact(db: Database, counts: Counts) -> None:
     assert n["runs"] == 1 and n["model_results"] == 3 and n["environments"] == 1
     assert n["timing_samples"] == 2 * 2 * 20  # two measured results, eager + compiled
     assert n["graph_breaks"] == 2 and n["recompiles"] == 1
-    assert n["cache_keys"] == 4 and n["cache_key_components"] == 4 * 6
+    # four keys (fx and aot of two results) with the same six components: one set, stored once
+    assert n["cache_keys"] == 4 and n["component_sets"] == 1
+    assert n["component_set_items"] == 6
     assert n["compile_phases"] == 2 * 4 + 2
+
+
+def test_cache_key_components_are_stored_once_per_distinct_set(db: Database,
+                                                                counts: Counts) -> None:
+    """A graph compiled cold and warm, night after night, has the same components: the nightly
+    of a 100-model suite must not store them again every night (docs/storage.md)."""
+    from tests.factories import BASE_COMPONENTS
+
+    many = {**BASE_COMPONENTS, **{f"example_inputs[{i}]": f"exin{i:012d}" for i in range(64)}}
+    values = {f"example_inputs[{i}]": "TensorMetadata(shape=(8, 64))" for i in range(64)}
+
+    def night(seed: int, changed: bool = False):  # type: ignore[no-untyped-def]
+        comps = {**many, "gm": "gmchanged0000000"} if changed else many
+        r = model_result("mlp", seed=seed, components=comps)
+        r.cache.fx[0] = r.cache.fx[0].model_copy(update={"values": values})
+        warm = r.cache.fx[0].model_copy(update={"phase": "warm", "state": "hit", "hit": True})
+        r.cache.fx.append(warm)
+        return run_results([r], commit=f"{seed:040x}")
+
+    first = night(1)
+    ingest(db, first)
+    n1 = counts(db)
+    assert n1["cache_keys"] == 3 and n1["component_sets"] == 2  # fx (with values) and aot
+    assert n1["component_set_items"] == 2 * len(many)
+    for seed in range(2, 6):
+        ingest(db, night(seed))
+    assert counts(db)["component_set_items"] == n1["component_set_items"]  # nothing new
+    ingest(db, night(9, changed=True))  # the graph changed: one new set per kind
+    assert counts(db)["component_sets"] == 4
+    assert load_run(db, first.run_id) == first  # order of components and values kept
 
 
 def test_same_run_twice_adds_nothing(db: Database, counts: Counts) -> None:
@@ -73,7 +105,7 @@ def test_failure_midway_leaves_nothing(db: Database, counts: Counts,
     real = store._insert_many
 
     def failing(conn, table, rows):  # type: ignore[no-untyped-def]
-        if table.name == "cache_key_components":
+        if table.name == "cache_keys":
             raise RuntimeError("disk unplugged")
         real(conn, table, rows)
 

@@ -8,14 +8,16 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from conftest import pg_database
-from sqlalchemy import inspect, text
+from sqlalchemy import MetaData, Table, insert, inspect, select, text
 
 from compilewatch.core.errors import DatabaseError
-from compilewatch.db import connect, default_sqlite_path, ingest, load_run, resolve_url
+from compilewatch.core.schema import RunResults
+from compilewatch.db import Database, connect, default_sqlite_path, ingest, load_run, resolve_url
+from compilewatch.db import store as store_mod
 from compilewatch.db.engine import create
 from compilewatch.db.migrate import downgrade, state, upgrade
 from compilewatch.db.models import Base
-from tests.factories import run_results
+from tests.factories import BASE_COMPONENTS, model_result, run_results
 
 TABLES = {t.name for t in Base.metadata.sorted_tables}
 
@@ -100,3 +102,78 @@ def test_url_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 def test_unreachable_server_says_so() -> None:
     with pytest.raises(DatabaseError, match="is the server running"):
         connect("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2")
+
+
+def _store_at_0001(db: Database, run: RunResults) -> None:
+    """Ingest as schema 0001 did: the full ModelResult in ``payload`` and one component row
+    per cache key (what a database written before 0002 holds)."""
+    with db.write() as conn:
+        meta = MetaData()
+        tables = {n: Table(n, meta, autoload_with=conn)
+                  for n in ("runs", "model_results", "cache_keys", "cache_key_components")}
+        env_id = store_mod._environment_id(conn, run)
+        run_pk = conn.execute(insert(tables["runs"]).values(
+            store_mod._run_row(run, "0" * 64, env_id)).returning(tables["runs"].c.id)).scalar()
+        for i, r in enumerate(run.results):
+            row = {**store_mod._result_row(run_pk, i, r), "payload": r.model_dump_json()}
+            rid = conn.execute(insert(tables["model_results"]).values(row)
+                               .returning(tables["model_results"].c.id)).scalar()
+            for kind, keys in (("fx", r.cache.fx), ("aot", r.cache.aot)):
+                for j, k in enumerate(keys):
+                    kid = conn.execute(insert(tables["cache_keys"]).values(
+                        result_id=rid, kind=kind, idx=j, key=k.key, hit=k.hit, state=k.state,
+                        phase=k.phase).returning(tables["cache_keys"].c.id)).scalar()
+                    for name in dict.fromkeys([*k.components, *k.values]):
+                        conn.execute(insert(tables["cache_key_components"]).values(
+                            cache_key_id=kid, name=name, hash=k.components.get(name),
+                            value=k.values.get(name)))
+
+
+def _legacy_run(seed: int) -> RunResults:
+    comps = {**BASE_COMPONENTS, **{f"example_inputs[{i}]": f"ex{i:014d}" for i in range(40)},
+             "gm": f"gm{seed % 2:014d}"}  # 44 components; the graph alternates by seed
+    r = model_result("mlp", seed=seed, components=comps)
+    # values in another order than the components: both orders must survive
+    r.cache.fx[0] = r.cache.fx[0].model_copy(update={
+        "values": {f"example_inputs[{i}]": f"T(shape=({i}, 8))" for i in reversed(range(40))}})
+    return run_results([r, model_result("convnet", seed=seed)], commit=f"{seed:040x}")
+
+
+def _migrate_with_data(url: str) -> None:
+    runs = [_legacy_run(seed) for seed in range(4)]
+    with create(resolve_url(url)) as db:
+        upgrade(db, "0001")
+        for run in runs:
+            _store_at_0001(db, run)
+        assert upgrade(db).is_current
+        for run in runs:
+            assert load_run(db, run.run_id) == run
+        with db.read() as conn:
+            sets = conn.execute(text("SELECT count(*) FROM component_sets")).scalar_one()
+            items = conn.execute(text("SELECT count(*) FROM component_set_items")).scalar_one()
+        # mlp: fx (with values) and aot for each of its two graphs; convnet: one set for both
+        assert sets == 5 and items == 4 * 44 + len(BASE_COMPONENTS)
+        ingest(db, _legacy_run(7))  # the new ingest shares the migrated sets
+        assert downgrade(db, "0001").current == "0001"
+        with db.read() as conn:
+            meta = MetaData()
+            results = Table("model_results", meta, autoload_with=conn)
+            payloads = conn.execute(select(results.c.payload)).scalars().all()
+            n_comp = conn.execute(text("SELECT count(*) FROM cache_key_components")).scalar_one()
+        stored = {r.model_dump_json() for run in [*runs, _legacy_run(7)] for r in run.results}
+        from compilewatch.core.schema import ModelResult
+        assert {ModelResult.model_validate_json(p).model_dump_json() for p in payloads} == stored
+        assert n_comp == 5 * (2 * 44 + 2 * len(BASE_COMPONENTS))  # a row per key again
+        assert upgrade(db).is_current
+        for run in runs:
+            assert load_run(db, run.run_id) == run
+
+
+def test_sqlite_0002_migrates_a_database_with_data_up_and_down(tmp_path: Path) -> None:
+    _migrate_with_data(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_0002_migrates_a_database_with_data_up_and_down() -> None:
+    with pg_database() as url:
+        _migrate_with_data(url)

@@ -243,3 +243,17 @@ def test_headline_cut_stays_within_the_limit_in_utf16_units(max_chars):
     md = render_markdown(_mixed(), max_chars=max_chars)
     assert length(md) <= max_chars
     assert md.startswith(MARKER) and md.endswith("_(truncated: the full report has everything)_\n")
+
+
+@pytest.mark.parametrize("name", [*sorted(SCENARIOS), "mixed"])
+def test_every_table_has_one_cell_per_header(name):
+    from tests.html_tables import check_markdown_tables, check_tables
+
+    c = _mixed() if name == "mixed" else SCENARIOS[name]()
+    assert check_tables(render_html(c))
+    check_markdown_tables(render_markdown(c))
+    if name == "mixed":
+        (table, *_) = check_tables(render_html(c))
+        assert table.row("micro/gpt2")["graph breaks"].startswith("0 → 1")
+        full = check_markdown_tables(render_markdown(c))[-1]
+        assert full.row("gpt2")["breaks"] == "0 → 1"

@@ -1,0 +1,53 @@
+"""The "nothing measured" rule, in one place for every command.
+
+A run in which no model was measured (every model skipped, or the harness could not start one)
+is not a result: ``--device cuda`` on a machine without a GPU used to exit 0 with every model
+"skip (unsupported)", the reason only in the JSON, the empty run stored, and with ``-q`` not a
+word. Commands call ``check_something_measured`` on each run they produce or read; the user
+can accept an empty run with ``--allow-empty``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from compilewatch.core.errors import NothingMeasured
+from compilewatch.core.schema import Category, ModelResult, RunResults, Status
+
+SHORT_ID = 12  # characters of a run id in messages (any unique prefix selects the run)
+
+
+def _measured(r: ModelResult) -> bool:
+    """A compile was attempted on the model: it passed, failed, errored, timed out or crashed
+    (each of those is a finding). Skips and harness failures are not measurements."""
+    return r.status is not Status.SKIP and r.category is not Category.INFRA
+
+
+def nothing_measured(results: RunResults) -> str | None:
+    """Why nothing was measured in a run (None: something was): the models' reasons, grouped."""
+    models = results.results
+    if any(_measured(r) for r in models):
+        return None
+    where = f"nothing was measured in run {results.run_id[:SHORT_ID]}"
+    if not models:
+        return f"{where}: it holds no model results"
+    groups: dict[str, list[ModelResult]] = defaultdict(list)
+    for r in models:
+        groups[r.category.value.replace("_", " ")].append(r)
+    verb = "were skipped" if all(r.status is Status.SKIP for r in models) else "were not run"
+    parts = []
+    for category, rs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        first = next((r for r in rs if r.error), rs[0])
+        why = (first.error or "no reason recorded").strip().splitlines()[0][:300]
+        parts.append(f"{len(rs)} {category} (e.g. {first.suite}/{first.model}: {why})")
+    return f"{where}: all {len(models)} models {verb}: {'; '.join(parts)}"
+
+
+def check_something_measured(results: RunResults, allow_empty: bool, *,
+                             label: str | None = None) -> None:
+    """Raise ``NothingMeasured`` (exit 2) for a run in which nothing was measured, unless the
+    user asked for that (``allow_empty``). ``label`` names the run in the message ("head")."""
+    why = nothing_measured(results)
+    if why is not None and not allow_empty:
+        raise NothingMeasured(f"{label + ': ' if label else ''}{why}. Fix the cause, or pass "
+                              "--allow-empty to accept a run without measurements")

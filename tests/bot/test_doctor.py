@@ -1,0 +1,108 @@
+"""``compilewatch doctor``: one screen of what will and will not work on this machine, exit 0
+when the main job (``compilewatch run`` on CPU) can run. The environment probe and the compiler
+lookup are injected; GitHub is the fake, spoken to by the real client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from compilewatch.bot.cli import main
+from compilewatch.bot.doctor import doctor
+from compilewatch.core.errors import UsageError
+from compilewatch.db import connect, ingest
+from tests.factories import environment, run_results
+from tests.fakegithub import REPO, TOKEN, FakeGitHub
+
+CPU = environment(torch="2.13.0+cpu")
+GPU = environment(torch="2.11.0+cu128", cuda="12.8", gpu="NVIDIA H200", gpu_count=1,
+                  triton="3.5.0")
+
+
+def _run(tmp_path: Path, env=CPU, which=lambda name: f"/usr/bin/{name}", **kw):  # type: ignore[no-untyped-def]
+    def probe(python: str):  # type: ignore[no-untyped-def]
+        if isinstance(env, Exception):
+            raise env
+        return env
+
+    kw.setdefault("db_url", f"sqlite:///{tmp_path / 'cw.db'}")
+    kw.setdefault("token_env", "CW_DOCTOR_TEST_TOKEN")
+    return doctor(environment=probe, which=which, **kw)
+
+
+def _line(report, name: str):  # type: ignore[no-untyped-def]
+    return next(c for c in report.checks if c.name == name)
+
+
+def test_a_cpu_machine_can_run_the_main_job(tmp_path: Path) -> None:
+    report = _run(tmp_path)
+    assert report.can_run
+    assert _line(report, "torch").status == "ok" and "2.13.0+cpu" in _line(report, "torch").detail
+    gpu = _line(report, "GPU")
+    assert gpu.status == "warn" and "--device cuda" in gpu.detail
+    assert _line(report, "C++ compiler").status == "ok"
+    assert _line(report, "cache dirs").status == "ok"
+    db = _line(report, "database")
+    assert db.status == "ok" and "no database yet" in db.detail
+    assert not (tmp_path / "cw.db").exists()  # doctor never creates one
+    assert _line(report, "GitHub").status == "info" and "no token" in _line(report,
+                                                                            "GitHub").detail
+
+
+def test_a_gpu_machine_shows_its_gpu(tmp_path: Path) -> None:
+    report = _run(tmp_path, env=GPU)
+    assert _line(report, "GPU").status == "ok" and "NVIDIA H200" in _line(report, "GPU").detail
+    assert "3.5.0" in _line(report, "triton").detail
+
+
+def test_no_compiler_or_no_torch_cannot_run(tmp_path: Path) -> None:
+    report = _run(tmp_path, which=lambda name: None)
+    assert not report.can_run and _line(report, "C++ compiler").status == "fail"
+    report = _run(tmp_path, env=UsageError("No module named 'torch'"))
+    assert not report.can_run and "No module named 'torch'" in _line(report, "torch").detail
+
+
+def test_database_states(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cw.db'}"
+    with connect(url) as db:
+        ingest(db, run_results())
+        ingest(db, run_results())
+    report = _run(tmp_path, db_url=url)
+    assert _line(report, "database").status == "ok"
+    assert "(head)" in _line(report, "database").detail and "2 runs" in _line(report,
+                                                                            "database").detail
+    with connect(url) as db, db.write() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = 'ffff'")
+    report = _run(tmp_path, db_url=url)
+    assert _line(report, "database").status == "fail" and not report.can_run
+    assert "newer" in _line(report, "database").detail
+
+
+def test_github_token_kinds(tmp_path: Path, fake_github: FakeGitHub,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_github.add_token("ghp_classic", "alice", scopes="repo, workflow")
+    fake_github.add_token("ghp_narrow", "bob", scopes="read:org")
+    cases = {"ghp_classic": ("ok", ["alice", "repo, workflow"]),
+             "ghp_narrow": ("warn", ["bob", "read:org", "repo or public_repo"]),
+             TOKEN: ("ok", ["installation token"]),
+             "ghp_wrong": ("warn", ["refused (401)"])}
+    for token, (status, words) in cases.items():
+        monkeypatch.setenv("CW_DOCTOR_TEST_TOKEN", token)
+        report = _run(tmp_path, github_url=fake_github.base_url, repo=REPO)
+        line = _line(report, "GitHub")
+        assert line.status == status, line
+        assert all(w in line.detail for w in words), line.detail
+        assert report.can_run  # GitHub is not needed for the main job
+    assert fake_github.calls("GET", r"/user$") and fake_github.calls("GET", rf"/repos/{REPO}$")
+
+
+def test_doctor_command_prints_one_screen_and_exits_by_the_main_job(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["doctor", "--db", f"sqlite:///{tmp_path / 'cw.db'}",
+                                    "--token-env", "CW_DOCTOR_TEST_TOKEN"])
+    assert res.exit_code == 0, res.output
+    for name in ("python", "torch", "GPU", "C++ compiler", "cache dirs", "database", "GitHub"):
+        assert name in res.output
+    assert "main job (compilewatch run --device cpu): can run" in res.output
+    assert not (tmp_path / "cw.db").exists()
