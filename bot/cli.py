@@ -294,6 +294,35 @@ def keys_generate_cmd(out: Path) -> None:
     click.echo(generate_command(out=out))
 
 
+@main.command("calibrate")
+@measure_options
+@click.option("--suite", "suites", multiple=True,
+              help="Suite to calibrate (as for run). Repeatable. Default: the repository's.")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="The checkout whose suites are measured.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@handle_errors
+def calibrate_cmd(**kwargs: Any) -> None:
+    """Learn each model's noise on this runner: measure the same code with many processes
+    (--processes and --cold-processes, default 8 on cuda, 4 on cpu) and store, per model, the
+    spread between processes. Later comparisons on this environment judge with it.
+
+    \b
+    Example:
+      compilewatch calibrate --suite micro --device cuda --db postgresql://ci@db/compilewatch
+    """
+    from compilewatch.bot.calibrate import CalibrateRequest, calibrate_command
+
+    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    results, bands = calibrate_command(CalibrateRequest(measure=measure, **kwargs))
+    click.echo(f"run {results.run_id}: noise bands of {len(bands)} model(s), environment "
+               f"{results.environment.fingerprint[:12]}")
+    for (suite, model, slug), metrics in sorted(bands.items()):
+        parts = ", ".join(f"{m} {p.sd:.1%} (df {p.df})" for m, p in sorted(metrics.items()))
+        click.echo(f"  {suite}/{model} [{slug}]: {parts}")
+
+
 @main.command("report")
 @click.argument("results")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),

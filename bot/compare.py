@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from compilewatch.bot.judge.comparison import Comparison
-from compilewatch.bot.judge.project import compare_with_project
+from compilewatch.bot.judge.project import compare_with_project, noise_bands
 from compilewatch.bot.judge.verdicts import raise_on_gating
 from compilewatch.bot.outcome import check_something_measured
 from compilewatch.bot.render.formats import Format, render
@@ -26,7 +26,8 @@ def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path
     sides = {"base": load_side(base, db_url), "head": load_side(head, db_url)}
     for name, side in sides.items():
         check_something_measured(side, allow_empty, label=name)
-    comparison = compare_with_project(sides["base"], sides["head"], repo)
+    comparison = compare_with_project(sides["base"], sides["head"], repo,
+                                      noise_bands(db_url, sides["base"]))
     text = render(comparison, fmt, report_url, trends_url)
     if out is None:
         sys.stdout.write(text)

@@ -64,16 +64,18 @@ class PostReport:
 
 
 def trusted_render(base: RunResults, head: RunResults, report_url: str | None,
-                   trends_url: str | None = None, config_dir: Path | None = None) -> Rendered:
+                   trends_url: str | None = None, config_dir: Path | None = None,
+                   db_url: str | None = None) -> Rendered:
     """compare + render_markdown from this package (the only text ``post`` publishes).
 
     Thresholds and the baseline come from ``config_dir``, a trusted checkout (the default
     branch), never from the PR: a PR must not be able to loosen its own gate.
     """
-    from compilewatch.bot.judge.project import compare_with_project
+    from compilewatch.bot.judge.project import compare_with_project, noise_bands
     from compilewatch.bot.render.formats import MARKER, render
 
-    comparison = compare_with_project(base, head, config_dir)
+    noise = noise_bands(db_url, base) if db_url else None
+    comparison = compare_with_project(base, head, config_dir, noise)
     h = comparison.headline
     title = (f"{h.gating} gating regression(s)" if comparison.gating_regression
              else "No gating regression") + f"; {h.regressions} regressed, " \
@@ -147,7 +149,7 @@ def find_pull_request(repository: Repository, sha: str, head_label: str | None) 
 
 def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
                   report_url: str | None = None, trends_url: str | None = None,
-                  config_dir: Path | None = None,
+                  config_dir: Path | None = None, db_url: str | None = None,
                   render: Renderer | None = None) -> tuple[RunResults, RunResults, Rendered]:
     """Validate and render without touching GitHub (also what ``--dry-run`` shows)."""
     for option, url in (("--report-url", report_url), ("--trends-url", trends_url)):
@@ -156,7 +158,7 @@ def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
     base, head = validate_outdir(outdir)
     _check_target(repo, pr, sha, head)
     out = (render or functools.partial(trusted_render, trends_url=trends_url,
-                                       config_dir=config_dir))(
+                                       config_dir=config_dir, db_url=db_url))(
         base, head, report_url)
     body = fit_comment(neutralise(out.body, keep=out.marker))
     return base, head, Rendered(body, neutralise(out.title), out.gating_regression, out.marker)
@@ -188,7 +190,8 @@ def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
         raise UsageError(f"--head-label {head_label[:80]!r}: expected OWNER:BRANCH")
     base, head, rendered = render_outdir(outdir, repo=repo, pr=pr, sha=sha,
                                          report_url=report_url, trends_url=trends_url,
-                                         config_dir=config_dir, render=render)
+                                         config_dir=config_dir, db_url=db_url,
+                                         render=render)
     if dry_run:
         return PostReport(rendered)
     if credentials is None:

@@ -26,7 +26,11 @@ from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.judge.comparison import Comparison
-from compilewatch.bot.judge.project import compare_with_project, load_project_config
+from compilewatch.bot.judge.project import (
+    compare_with_project,
+    load_project_config,
+    noise_bands,
+)
 from compilewatch.bot.judge.verdicts import raise_on_gating
 from compilewatch.bot.measuring import (
     MeasureOptions,
@@ -223,10 +227,12 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
                                  options=req.measure, started=started, trigger="pr", side=s,
                                  host=host) for s in SIDES}
         # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
-        comparison = compare_with_project(runs["base"], runs["head"], trees["base"])
+        noise = noise_bands(req.db_url, runs["base"])
+        comparison = compare_with_project(runs["base"], runs["head"], trees["base"], noise)
         if any(diagnostics.flagged(r) for r in comparison.rows):
             runs = diagnostics.attach(comparison, runs, stage)  # type: ignore[assignment]
-            comparison = compare_with_project(runs["base"], runs["head"], trees["base"])
+            comparison = compare_with_project(runs["base"], runs["head"], trees["base"],
+                                              noise)
     return comparison, runs
 
 

@@ -7,6 +7,7 @@ Documented in docs/storage.md.
 from compilewatch.db.artifacts import ArtifactInfo, list_artifacts, record_artifact
 from compilewatch.db.engine import Database, connect, default_sqlite_path, resolve_url
 from compilewatch.db.migrate import SchemaState
+from compilewatch.db.noise import load_noise_bands, save_noise_bands
 from compilewatch.db.queries import (
     METRICS,
     HistoryPoint,
@@ -54,6 +55,7 @@ __all__ = [
     "latest_run",
     "list_artifacts",
     "list_runs",
+    "load_noise_bands",
     "load_run",
     "metric_history",
     "metric_values",
@@ -62,6 +64,7 @@ __all__ = [
     "resolve_url",
     "results_history",
     "runs_for_pr",
+    "save_noise_bands",
     "store_runs",
     "suite_history",
     "timing_samples",

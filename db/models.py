@@ -274,3 +274,26 @@ class CacheArtifact(Base):
         UniqueConstraint("sha256", "location", name="uq_cache_artifacts_sha256_location"),
         Index("ix_cache_artifacts_lookup", "fingerprint", "config_slug", "model", "created_at"),
     )
+
+
+class NoiseBand(Base):
+    """A model's noise on a runner for one metric, learned by ``compilewatch calibrate``: the
+    standard deviation of the log value between processes, with its degrees of freedom."""
+
+    __tablename__ = "noise_bands"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    suite: Mapped[str] = mapped_column(String(NAME))
+    model: Mapped[str] = mapped_column(String(NAME))
+    config_slug: Mapped[str] = mapped_column(String(64))
+    fingerprint: Mapped[str] = mapped_column(String(HASH))
+    metric: Mapped[str] = mapped_column(String(64))
+    sd: Mapped[float] = mapped_column(Float)
+    df: Mapped[int] = mapped_column(Integer)
+    run_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+    __table_args__ = (
+        UniqueConstraint("suite", "model", "config_slug", "fingerprint", "metric",
+                         name="uq_noise_bands_ident"),
+        Index("ix_noise_bands_fingerprint", "fingerprint"),
+    )

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from compilewatch.bot.judge.baseline import load_baseline
 from compilewatch.bot.judge.comparison import Comparison
+from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import (
     ModelOverride,
     ThresholdPolicy,
@@ -92,13 +93,28 @@ def load_project_config(repo: str | Path = ".") -> ProjectConfig:
     return config
 
 
-def compare_with_project(base: RunResults, head: RunResults,
-                         config_dir: Path | None) -> Comparison:
+def compare_with_project(base: RunResults, head: RunResults, config_dir: Path | None,
+                         noise: NoiseBands | None = None) -> Comparison:
     """``compare`` with the thresholds and baseline of the project checked out at
-    ``config_dir`` (None: the built-in defaults). ``compare``, ``pr`` and ``post`` all judge
-    this way; ``pr`` and ``post`` pass a trusted checkout, never the PR's."""
+    ``config_dir`` (None: the built-in defaults), and the noise learned on the runner (``noise``,
+    see ``noise_bands``). ``compare``, ``pr`` and ``post`` all judge this way; ``pr`` and
+    ``post`` pass a trusted checkout, never the PR's."""
     if config_dir is None:
-        return compare(base, head)
+        return compare(base, head, noise=noise)
     project = load_project_config(config_dir)
     return compare(base, head, thresholds=project.threshold_policy(),
-                   baseline=load_baseline(project.baseline_path))
+                   baseline=load_baseline(project.baseline_path), noise=noise)
+
+
+def noise_bands(db_url: str | None, run: RunResults) -> NoiseBands:
+    """The noise ``compilewatch calibrate`` learned for the base run's environment, from the
+    database (none: the defaults). Read-only: a missing database file is not created."""
+    from compilewatch.core.errors import DatabaseError
+    from compilewatch.db import connect, load_noise_bands
+
+    try:
+        with connect(db_url, must_exist=True) as db:
+            bands = load_noise_bands(db, run.environment.fingerprint)
+    except DatabaseError:
+        return NoiseBands()
+    return NoiseBands(bands, source="calibrate") if bands else NoiseBands()
