@@ -21,6 +21,8 @@ from compilewatch.bot.judge.comparison import GraphKeyChange
 from compilewatch.core.schema import Cache, CacheKey
 
 COLLAPSE_AT = 4  # more changed names than this in one family are shown as one entry
+READABLE = 160  # longer values are left to their hashes
+MAX_VALUES = 32  # value pairs kept per changed graph
 _FAMILY = re.compile(r"^([^\[\]]+)\[.*\]$", re.DOTALL)
 
 
@@ -78,7 +80,22 @@ def _diff(kind: str, b: CacheKey | None, h: CacheKey | None, index: int) -> Grap
     removed = sorted(b.components.keys() - h.components.keys())
     return GraphKeyChange(kind=kind, index=index, status="changed", base_key=b.key,
                           head_key=h.key, changed=changed, added=added, removed=removed,
-                          summary=collapse([*changed, *added, *removed]))
+                          summary=collapse([*changed, *added, *removed]),
+                          values=_values(b, h, [*changed, *added, *removed]))
+
+
+def _values(b: CacheKey, h: CacheKey, names: list[str]) -> dict[str, list[str | None]]:
+    """base -> head values of changed components, where both are short enough to read
+    (``float32[128, 128]`` -> ``float32[96, 96]``)."""
+    out: dict[str, list[str | None]] = {}
+    for n in names:
+        old, new = b.values.get(n), h.values.get(n)
+        if (old or new) and old != new and all(v is None or len(v) <= READABLE
+                                               for v in (old, new)):
+            out[n] = [old, new]
+        if len(out) >= MAX_VALUES:
+            break
+    return out
 
 
 def diff_cache(base: Cache, head: Cache) -> list[GraphKeyChange]:

@@ -81,6 +81,9 @@ class GraphKeyChange(_Data):
     added: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
     summary: list[str] = Field(default_factory=list)  # changed names, long families collapsed
+    # component -> [base value, head value] where a value is short and readable (shapes,
+    # dtypes, strides, config values); the rest are told apart by their hashes only
+    values: dict[str, list[str | None]] = Field(default_factory=dict)
 
 
 class ModelRef(_Data):
@@ -111,6 +114,7 @@ class ModelRow(_Data):
     cold_compile: Delta | None = None
     warm_compile: Delta | None = None
     warm_start: Delta | None = None  # empty cache dir + a published artifact: shown, not judged
+    first_output: Delta | None = None  # compiler-stack import + cold compile: shown, not judged
     memory: Delta | None = None
     graph_breaks: CountDelta | None = None
     recompiles: CountDelta | None = None

@@ -273,6 +273,8 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                                "warm_compile", judge, False) if both else None
     memory = (_point(b.memory.compiled_peak_bytes, h.memory.compiled_peak_bytes, t.memory,
                      judge) if both else None)
+    first = _point(b.compile.first_output_s, h.compile.first_output_s, None, judge) \
+        if both else None
     acc = _accuracy(b, h, exp.accuracy, t.accuracy)
     judged = {"compiled time": compiled, "cold compile": cold, "warm compile": warm,
               "peak memory": memory, "graph breaks": gb, "recompiles": rc, "accuracy": acc}
@@ -287,6 +289,7 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         ran_both=both, verdict=_overall([d.verdict for d in present]),
         gating=any(d.gating for d in present), compiled_time=compiled, eager_time=eager,
         speedup=speedup, cold_compile=cold, warm_compile=warm, warm_start=warm_start,
+        first_output=first,
         memory=memory, graph_breaks=gb, recompiles=rc, accuracy=acc,
         cache_changes=diff_cache(b.cache, h.cache) if both else [], notes=notes,
         gating_findings=[name for name, d in judged.items() if d is not None and d.gating],

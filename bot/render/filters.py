@@ -106,11 +106,25 @@ def _count(name: str, d: CountDelta | None) -> Reason | None:
 
 
 def cache_items(changes: list[GraphKeyChange]) -> list[str]:
+    """The components that changed, with base -> head values where readable. Graphs added or
+    removed are not components: ``cache_label`` counts them."""
     items: list[str] = []
     for c in changes:
-        names = c.summary if c.status == "changed" else [f"graph {c.status}"]
-        items.extend(n for n in (names or ["(components not recorded)"]) if n not in items)
+        if c.status != "changed":
+            continue
+        for n in c.summary or ["(components not recorded)"]:
+            pair = c.values.get(n)
+            text = f"{n}: {pair[0] or '—'} → {pair[1] or '—'}" if pair else n
+            if text not in items:
+                items.append(text)
     return items
+
+
+def cache_label(changes: list[GraphKeyChange]) -> Markup:
+    counts = {s: sum(c.status == s for c in changes) for s in ("changed", "added", "removed")}
+    parts = [f"{n} key{'s' * (n != 1)} changed" if s == "changed" else
+             f"{n} graph{'s' * (n != 1)} {s}" for s, n in counts.items() if n]
+    return Markup("cache: " + ", ".join(parts))
 
 
 def reasons(row: ModelRow) -> list[Reason]:
@@ -124,10 +138,8 @@ def reasons(row: ModelRow) -> list[Reason]:
             _count("recompiles", row.recompiles), _metric("cold compile", row.cold_compile),
             _metric("warm compile", row.warm_compile), _metric("peak memory", row.memory)]
     if row.cache_changes:
-        n = len(row.cache_changes)
-        out.append(Reason(Markup(f"cache key changed ({n} key{'s' * (n != 1)})"),
-                          cache_items(row.cache_changes), kind="cache",
-                          items_label="components"))
+        out.append(Reason(cache_label(row.cache_changes), cache_items(row.cache_changes),
+                          kind="cache", items_label="components"))
     return [r for r in out if r is not None]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compilewatch.bot.judge.cachediff import collapse, diff_cache
-from compilewatch.core.schema import Cache
+from compilewatch.core.schema import Cache, CacheKey
 from tests.factories import BASE_COMPONENTS, cache_key
 
 
@@ -46,3 +46,23 @@ def test_hundreds_of_config_changes_collapse_to_one_entry():
     (ch,) = diff_cache(Cache(aot=[cache_key(base, kind="aot")]),
                        Cache(aot=[cache_key(head, kind="aot")]))
     assert len(ch.changed) == 300 and ch.summary == ["inductor_config[…] ×300"]
+
+
+def test_changed_components_carry_their_readable_values_and_graphs_added_are_not_components():
+    from compilewatch.bot.render.filters import cache_items, cache_label
+
+    b = CacheKey(key="fa", components={"gm": "g1", "example_inputs[0]": "e1"},
+                 values={"example_inputs[0]": "float32[128, 128] stride=(128, 1) cuda"})
+    h = CacheKey(key="fb", components={"gm": "g1", "example_inputs[0]": "e2"},
+                 values={"example_inputs[0]": "float32[96, 96] stride=(96, 1) cuda"})
+    extra = CacheKey(key="fc", components={"gm": "g2"})
+    [changed, added] = diff_cache(Cache(fx=[b]), Cache(fx=[h, extra]))
+    assert changed.values == {"example_inputs[0]": [
+        "float32[128, 128] stride=(128, 1) cuda", "float32[96, 96] stride=(96, 1) cuda"]}
+    assert added.status == "added"
+    items = cache_items([changed, added])
+    assert items == ["example_inputs[0]: float32[128, 128] stride=(128, 1) cuda → "
+                     "float32[96, 96] stride=(96, 1) cuda"]
+    assert str(cache_label([changed, added])) == "cache: 1 key changed, 1 graph added"
+    long = CacheKey(key="fd", components={"gm": "g3"}, values={"gm": "x" * 500})
+    assert "gm" not in diff_cache(Cache(fx=[b]), Cache(fx=[long]))[0].values  # too long
