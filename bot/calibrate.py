@@ -34,6 +34,7 @@ from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
 from compilewatch.core.estimates import Prior
 from compilewatch.core.schema import ModelResult, RunResults, Status
+from compilewatch.db import connect, save_noise_bands, store_runs
 from compilewatch.suites.loader import resolve_suites
 
 Ident = tuple[str, str, str]
@@ -94,8 +95,6 @@ def calibrate_command(req: CalibrateRequest) -> tuple[RunResults, dict[Ident, di
                             started=started, run_id=uuid.uuid4().hex,
                             host=host_check(options.device, req.python))
     bands = {r.ident: b for r in results.results if (b := bands_of(r))}
-    from compilewatch.db import connect, save_noise_bands, store_runs
-
     store_runs(req.db_url, results)
     with connect(req.db_url) as db:
         save_noise_bands(db, fingerprint=env.fingerprint, run_id=results.run_id, bands=bands)

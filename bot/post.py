@@ -31,10 +31,13 @@ from compilewatch.bot.github.client import (
     split_repo,
 )
 from compilewatch.bot.github.sticky import CommentResult, fit_comment, upsert_comment
+from compilewatch.bot.judge.project import compare_with_project, noise_bands
 from compilewatch.bot.outdir import DIAGNOSTICS, FILE_LIMITS, REQUIRED
+from compilewatch.bot.render.formats import MARKER, render
 from compilewatch.bot.render.neutralise import neutralise
 from compilewatch.core.errors import GitHubError, ResultsFileError, UsageError
 from compilewatch.core.schema import RunResults, load_results
+from compilewatch.db import store_runs
 
 _SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
@@ -71,9 +74,6 @@ def trusted_render(base: RunResults, head: RunResults, report_url: str | None,
     Thresholds and the baseline come from ``config_dir``, a trusted checkout (the default
     branch), never from the PR: a PR must not be able to loosen its own gate.
     """
-    from compilewatch.bot.judge.project import compare_with_project, noise_bands
-    from compilewatch.bot.render.formats import MARKER, render
-
     noise = noise_bands(db_url, base) if db_url else None
     comparison = compare_with_project(base, head, config_dir, noise)
     h = comparison.headline
@@ -167,8 +167,6 @@ def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
 def _ingest(db_url: str, runs: tuple[RunResults, RunResults]) -> None:
     """Store what a PR job measured as PR runs, whatever the (untrusted) files claim, so that
     they can never pose as nightlies in the trends."""
-    from compilewatch.db import store_runs
-
     store_runs(db_url, *(r.model_copy(update={
         "settings": r.settings.model_copy(update={"trigger": "pr"})}) for r in runs))
 

@@ -48,6 +48,7 @@ from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import Environment, HostCheck, RunResults, dumps_results
+from compilewatch.db import store_runs
 from compilewatch.suites.loader import Suite, load_suite
 from compilewatch.suites.names import unmatched_models
 
@@ -259,9 +260,7 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
         "comment.md": render(comparison, "markdown", req.report_url),
         "report.html": render(comparison, "html")}, stage)
     if not req.no_db:
-        from compilewatch.db import store_runs
-
-        store_runs(req.db_url, *(runs[s] for s in SIDES))
+            store_runs(req.db_url, *(runs[s] for s in SIDES))
     if not req.measure.quiet:
         click.echo(render(comparison, "table"))
         click.echo(f"wrote {', '.join(OUT_FILES)} to {req.out}")

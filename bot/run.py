@@ -26,6 +26,7 @@ from compilewatch.bot.render.run_table import log_console, summary_table
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
 from compilewatch.core.schema import RunResults, save_results
+from compilewatch.db import store_runs
 from compilewatch.suites.loader import resolve_suites
 
 
@@ -78,9 +79,7 @@ def run_command(req: RunRequest) -> RunResults:
     save_results(results, req.out)
     check_something_measured(results, req.allow_empty)  # an empty run is never stored
     if not req.no_db:
-        from compilewatch.db import store_runs
-
-        store_runs(req.db_url, results)
+            store_runs(req.db_url, results)
     if not req.measure.quiet:
         console.print(summary_table(results))
         console.print(f"results: {req.out}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import RunResults, load_results
+from compilewatch.db import connect, load_run
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_\-]{6,64}$")  # schema.RunId, or a prefix (db.MIN_PREFIX)
 
@@ -22,7 +23,5 @@ def load_side(spec: str, db_url: str | None) -> RunResults:
     if not RUN_ID.match(spec):
         raise UsageError(f"{spec}: no such results file, and not a run id (6-64 letters, digits, "
                          "'-' or '_': a stored run's id or a unique prefix of it)")
-    from compilewatch.db import connect, load_run
-
     with connect(db_url, must_exist=True) as db:
         return load_run(db, spec)

@@ -29,7 +29,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from compilewatch.compiler import signing
 from compilewatch.compiler.protocol import WorkerOutput
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
@@ -298,6 +297,8 @@ def _read_exact(path: Path, size: int) -> bytes:
 
 def read_signed_manifest(path: Path, trusted_keys: Iterable[str]) -> Manifest:
     """A published manifest whose signature verifies with a pinned key (untrusted download)."""
+    from compilewatch.compiler import signing  # here: a worker never needs cryptography
+
     raw = read_bounded(path, MAX_MANIFEST_BYTES)
     sig_path = path.with_name(path.name + signing.SIGNATURE_SUFFIX)
     sig = read_bounded(sig_path, signing.MAX_SIGNATURE_BYTES) if sig_path.is_file() or \

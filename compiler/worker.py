@@ -186,6 +186,7 @@ class Model:
     def __init__(self, spec: WorkerSpec) -> None:
         import torch
 
+        # the suite (the user's code) is imported in the process that builds its model only
         from compilewatch.suites.loader import load_suite
         from compilewatch.suites.registry import BuildContext
 

@@ -5,7 +5,8 @@ Documented in docs/storage.md.
 """
 
 from compilewatch.db.artifacts import ArtifactInfo, list_artifacts, record_artifact
-from compilewatch.db.engine import Database, connect, default_sqlite_path, resolve_url
+from compilewatch.db.connection import connect
+from compilewatch.db.engine import Database, default_sqlite_path, resolve_url
 from compilewatch.db.migrate import SchemaState
 from compilewatch.db.noise import load_noise_bands, save_noise_bands
 from compilewatch.db.queries import (

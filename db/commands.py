@@ -7,7 +7,8 @@ from pathlib import Path
 
 from compilewatch.core.schema import load_results
 from compilewatch.db import migrate
-from compilewatch.db.engine import connect, create, require_existing, resolve_url
+from compilewatch.db.connection import connect
+from compilewatch.db.engine import create, require_existing, resolve_url
 from compilewatch.db.store import store
 
 

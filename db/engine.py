@@ -181,29 +181,3 @@ def create(url: URL, *, make_dirs: bool = False) -> Database:
             raise DatabaseError("Postgres needs psycopg 3: pip install 'compilewatch[postgres]'"
                                 ) from None
     return Database(engine)
-
-
-def connect(url: str | None = None, *, must_exist: bool = False) -> Database:
-    """Open the database that commands read and write.
-
-    A SQLite file is created and migrated to the newest schema on first use (under a file lock,
-    so that concurrent first users do not race); with ``must_exist`` (every command that only
-    reads) a missing file is a ``DatabaseError`` naming the path and nothing is created.
-    Postgres is never changed here: an empty or out-of-date schema raises ``DatabaseError``
-    that says to run ``compilewatch db upgrade``.
-    """
-    from compilewatch.db import migrate  # imported late: migrate imports this module
-
-    resolved = resolve_url(url)
-    if must_exist:
-        require_existing(resolved)
-    db = create(resolved, make_dirs=True)
-    try:
-        if db.is_sqlite:
-            migrate.ensure_sqlite_current(db)
-        else:
-            migrate.check_current(db)
-    except BaseException:
-        db.close()
-        raise
-    return db

@@ -29,6 +29,7 @@ from compilewatch.core.schema import (
 )
 from compilewatch.db import components
 from compilewatch.db import models as m
+from compilewatch.db.connection import connect
 from compilewatch.db.engine import Database, utcnow
 
 OK_STATUSES = (Status.PASS, Status.SKIP)
@@ -346,7 +347,5 @@ def store_runs(url: str | None, *runs: RunResults) -> list[str]:
 
     The one way commands (run, pr, post, nightly) store what they measured or received.
     """
-    from compilewatch.db.engine import connect
-
     with connect(url) as db:
         return [ingest(db, run) for run in runs]

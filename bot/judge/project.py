@@ -22,8 +22,9 @@ from compilewatch.bot.judge.thresholds import (
 )
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.compiler import signing
-from compilewatch.core.errors import UsageError
+from compilewatch.core.errors import DatabaseError, UsageError
 from compilewatch.core.schema import RunResults
+from compilewatch.db import connect, load_noise_bands
 
 DEFAULT_BASELINE = Path(".compilewatch/baseline.csv")
 
@@ -109,9 +110,6 @@ def compare_with_project(base: RunResults, head: RunResults, config_dir: Path | 
 def noise_bands(db_url: str | None, run: RunResults) -> NoiseBands:
     """The noise ``compilewatch calibrate`` learned for the base run's environment, from the
     database (none: the defaults). Read-only: a missing database file is not created."""
-    from compilewatch.core.errors import DatabaseError
-    from compilewatch.db import connect, load_noise_bands
-
     try:
         with connect(db_url, must_exist=True) as db:
             bands = load_noise_bands(db, run.environment.fingerprint)

@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.render import filters, sitemap
+from compilewatch.bot.render.comparison_table import render_table
 from compilewatch.bot.render.escape import headline, md_code, md_escape, shorten
 from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import geomean
@@ -184,6 +185,4 @@ def render(comparison: Comparison, fmt: Format, report_url: str | None = None,
         return render_html(comparison)
     if fmt == "json":
         return render_json(comparison)
-    from compilewatch.bot.render.comparison_table import render_table
-
     return render_table(comparison)

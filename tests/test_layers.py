@@ -1,0 +1,133 @@
+"""Imports point one way: core <- suites <- compiler; core <- db; everything <- bot; and inside
+bot, the rooms never import the commands. No import cycle between modules, function-level
+imports included (only the CLI imports inside functions, for start-up speed). Read from the
+source with ``ast``: nothing is imported to check."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+PACKAGES = {"core": "core", "suites": "suites", "compiler": "compiler", "db": "db", "bot": "bot"}
+# what each layer may import (besides itself)
+ALLOWED = {
+    "core": set(),
+    "suites": {"core"},
+    "compiler": {"core", "suites"},
+    "db": {"core"},
+    "bot": {"core", "suites", "compiler", "db", "templates"},
+}
+ROOMS = {"judge", "render", "github", "history", "checkout", "cache"}
+# what each room of bot may import (besides itself and the layers below bot)
+ROOM_ALLOWED = {
+    "judge": set(),
+    "render": {"judge"},
+    "github": set(),
+    "checkout": set(),
+    "history": {"render", "judge"},
+    "cache": {"github"},
+}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for pkg, folder in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            out[".".join(["compilewatch", pkg, *parts])] = path
+    return out
+
+
+def imports(path: Path, known: set[str]) -> list[str]:
+    """The compilewatch modules ``path`` imports. ``from pkg import mod`` depends on ``mod``;
+    ``from pkg import name`` on ``pkg`` itself (its ``__init__``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("compilewatch"):
+                subs = [f"{node.module}.{a.name}" for a in node.names]
+                found += [m for m in subs if m in known]
+                if any(m not in known for m in subs):
+                    found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("compilewatch")]
+    return found
+
+
+def _layer(module: str) -> str:
+    return module.split(".")[1]
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "bot" and parts[2] in ROOMS else None
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    edges: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        edges[name] = {m for m in imports(path, set(mods)) if m in mods and m != name}
+    return edges
+
+
+def test_layers_import_only_downwards() -> None:
+    bad = []
+    for src, targets in graph().items():
+        for dst in targets:
+            a, b = _layer(src), _layer(dst)
+            if a != b and b not in ALLOWED[a]:
+                bad.append(f"{src} -> {dst}")
+    assert bad == []
+
+
+def test_the_rooms_of_bot_never_import_the_commands_or_a_room_above_them() -> None:
+    bad = []
+    for src, targets in graph().items():
+        room = _room(src)
+        if room is None:
+            continue
+        for dst in targets:
+            if _layer(dst) != "bot":
+                continue
+            target = _room(dst)
+            if target is None and dst != "compilewatch.bot":
+                bad.append(f"{src} -> {dst} (a command or top-level module)")
+            elif target not in (None, room) and target not in ROOM_ALLOWED[room]:
+                bad.append(f"{src} -> {dst}")
+    assert bad == []
+
+
+def test_no_import_cycle() -> None:
+    edges = graph()
+    edges["compilewatch.bot.cli"] = set()  # the CLI imports its commands lazily, by design
+    # importing a package runs its __init__: an edge to a module implies one to its package
+    color: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        color[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if color.get(nxt) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(nxt):], nxt]))
+            elif nxt not in color:
+                visit(nxt, [*stack, nxt])
+        color[node] = 2
+
+    for node in sorted(edges):
+        if node not in color:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_the_check_sees_the_code() -> None:
+    """The graph is not empty, and a known edge is in it: the checks above could fail."""
+    edges = graph()
+    assert len(edges) > 60
+    assert "compilewatch.core.schema" in edges["compilewatch.compiler.worker"] or any(
+        d.startswith("compilewatch.core") for d in edges["compilewatch.compiler.worker"])
