@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from compilewatch.core.errors import CompilewatchError, EnvironmentProblem, UsageError
+from compilewatch.core.schema import DEVICES, DTYPES, DYNAMIC, MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,7 +64,7 @@ def _stacked(*options: Callable[[F], F]) -> Callable[[F], F]:
 measure_options = _stacked(
     click.option("--model", "models", multiple=True,
                  help="Only these models (exact names or shell globs). Repeatable."),
-    click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu",
+    click.option("--device", type=click.Choice(DEVICES), default="cpu",
                  show_default=True, help="Device to compile for."),
     click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
                  help="Seconds one worker process (one model, one phase) may take before it "
@@ -158,14 +159,14 @@ def main() -> None:
                    "module. Repeatable. Default: [tool.compilewatch] suites of ./pyproject.toml, "
                    "else micro.")
 @click.option("--mode", "modes", multiple=True,
-              type=click.Choice(["default", "reduce-overhead", "max-autotune"]),
+              type=click.Choice(MODES),
               help="torch.compile mode; repeatable for a sweep. Default: each model's own "
                    "(default).")
 @click.option("--dtype", "dtypes", multiple=True,
-              type=click.Choice(["float32", "bfloat16", "amp"]),
+              type=click.Choice(DTYPES),
               help="Precision; repeatable. amp = float32 weights under autocast. Default: "
                    "float32.")
-@click.option("--dynamic", "dynamics", multiple=True, type=click.Choice(["auto", "true", "false"]),
+@click.option("--dynamic", "dynamics", multiple=True, type=click.Choice(list(DYNAMIC)),
               help="torch.compile(dynamic=...): auto is None. Repeatable. Default: the "
                    "model's own.")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),

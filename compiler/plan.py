@@ -8,12 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import Config
+from compilewatch.core.schema import DYNAMIC, Config
 from compilewatch.suites.loader import Suite
 from compilewatch.suites.names import unmatched_models
 from compilewatch.suites.registry import ModelSpec
-
-DYNAMIC = {"auto": None, "true": True, "false": False}
 
 
 @dataclass(frozen=True)

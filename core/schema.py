@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -135,6 +135,11 @@ STATUS_OF: dict[Category, Status] = {
 Device = Literal["cpu", "cuda"]
 Mode = Literal["default", "reduce-overhead", "max-autotune"]
 DType = Literal["float32", "bfloat16", "amp"]
+# The same vocabularies as tuples, for whoever lists or checks them (the registry, the CLI).
+DEVICES: tuple[str, ...] = get_args(Device)
+MODES: tuple[str, ...] = get_args(Mode)
+DTYPES: tuple[str, ...] = get_args(DType)
+DYNAMIC = {"auto": None, "true": True, "false": False}  # torch.compile(dynamic=...)
 
 
 class Config(_Model):

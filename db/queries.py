@@ -18,6 +18,7 @@ from sqlalchemy import Select, func, select
 
 from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import geomean
+from compilewatch.core.schema import Status
 from compilewatch.db import models as m
 from compilewatch.db.engine import Database
 
@@ -100,7 +101,7 @@ def _column(metric: str):  # type: ignore[no-untyped-def]
 
 def _measured(stmt: Select, *, suite: str | None, config_slug: str | None,
               fingerprint: str | None) -> Select:
-    stmt = stmt.where(MR.c.status.in_(("pass", "fail")))
+    stmt = stmt.where(MR.c.status.in_((Status.PASS.value, Status.FAIL.value)))
     if suite is not None:
         stmt = stmt.where(MR.c.suite == suite)
     if config_slug is not None:
@@ -245,10 +246,11 @@ def suite_history(db: Database, *, suite: str, config_slug: str | None = None,
         for pk, t, commit, rid, status, speedup in conn.execute(stmt):
             _, statuses, speedups = per_run.setdefault(pk, ((t, commit, rid), [], []))
             statuses.append(status)
-            if status == "pass" and speedup is not None:
+            if status == Status.PASS.value and speedup is not None:
                 speedups.append(speedup)
     return [SuitePoint(time=t, commit=c, run_id=rid, n=len(st),
-                       pass_rate=st.count("pass") / len(st), geomean_speedup=geomean(sp))
+                       pass_rate=st.count(Status.PASS.value) / len(st),
+                       geomean_speedup=geomean(sp))
             for (t, c, rid), st, sp in per_run.values()]
 
 

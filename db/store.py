@@ -106,7 +106,8 @@ def _run_row(results: RunResults, content_sha: str, env_id: int) -> dict[str, An
         "ref": results.git.ref, "merge_base": results.git.merge_base, "pr": results.git.pr,
         "repository": results.git.repository, "trigger": results.settings.trigger,
         "side": results.settings.side,
-        "status": "empty" if not results.results else ("pass" if ok else "fail"),
+        "status": "empty" if not results.results else (Status.PASS.value if ok
+                                                        else Status.FAIL.value),
         "n_results": len(results.results), "n_pass": n_pass,
         "started_at": parse_time(results.created_at, "created_at"),
         "finished_at": (parse_time(results.finished_at, "finished_at")

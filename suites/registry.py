@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compilewatch.core.errors import SuiteError
+from compilewatch.core.schema import DEVICES, DTYPES, MODES
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
-DEVICES = ("cpu", "cuda")
-MODES = ("default", "reduce-overhead", "max-autotune")
-DTYPES = ("float32", "bfloat16", "amp")
 
 # Compiled vs eager tolerances by dtype (atol, rtol); a result that misses them still passes
 # when it is no further from an fp64 reference than eager is (PyTorch's dynamo harness does this).

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from compilewatch.bot.history.changepoints import Step, detect_steps
 from compilewatch.core.estimates import geomean
+from compilewatch.core.schema import Status
 from compilewatch.db import Database, ResultPoint, results_history
 
 # metric key -> (label, unit); the order is the order of the panels
@@ -120,8 +121,8 @@ def _place(step: Step, times: Sequence[datetime], commits: Sequence[str | None])
 
 def _value(r: ResultPoint, metric: str) -> float | None:
     if metric == "pass_rate":
-        return 1.0 if r.status == "pass" else 0.0
-    return r.metrics[metric] if r.status in ("pass", "fail") else None
+        return 1.0 if r.status == Status.PASS.value else 0.0
+    return r.metrics[metric] if r.status in (Status.PASS.value, Status.FAIL.value) else None
 
 
 def _model_trend(key: tuple[str, str, str], rows: list[ResultPoint]) -> ModelTrend:
