@@ -169,7 +169,8 @@ def test_nightly_publishes_from_token_holding_jobs_only_and_draws_its_own_branch
     jobs = workflow["jobs"]
     assert jobs["measure"]["permissions"] == {"contents": "read"}  # runs on the GPU runner
     assert jobs["measure"]["runs-on"] == ["self-hosted", "gpu", "trusted"]
-    assert jobs["release"]["permissions"] == {"contents": "write"}
+    assert jobs["release"]["permissions"] == {"contents": "write", "id-token": "write",
+                                              "attestations": "write"}
     assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
     assert set(workflow[True] if True in workflow else workflow["on"]) == {
         "schedule", "workflow_dispatch"}
@@ -177,4 +178,8 @@ def test_nightly_publishes_from_token_holding_jobs_only_and_draws_its_own_branch
     assert "--publish" not in by_name["Measure, build and verify the cache artifacts"]["run"]
     trends = by_name["Draw the dashboard"]
     assert '--ref "$REF"' in trends["run"] and trends["env"]["REF"] == "${{ github.ref_name }}"
-    assert "--publish-only --out" in jobs["release"]["steps"][-1]["run"]
+    publish = next(s for s in jobs["release"]["steps"] if "--publish-only" in s.get("run", ""))
+    # signed on the GitHub-hosted release runner: the key never reaches a GPU runner
+    assert publish["env"]["COMPILEWATCH_SIGNING_KEY"] == "${{ secrets.COMPILEWATCH_SIGNING_KEY }}"
+    assert not any("secrets." in str(step) for step in jobs["measure"]["steps"])
+    assert jobs["release"]["steps"][-1]["uses"].startswith("actions/attest-build-provenance@")
