@@ -47,7 +47,13 @@ from compilewatch.bot.render.formats import render
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import Environment, HostCheck, RunResults, dumps_results
+from compilewatch.core.schema import (
+    Environment,
+    HostCheck,
+    RunResults,
+    dumps_results,
+    save_results,
+)
 from compilewatch.db import store_runs
 from compilewatch.suites.loader import Suite, load_suite
 from compilewatch.suites.names import unmatched_models
@@ -221,12 +227,22 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
                                                       dest=Path(dl) / s, trusted_keys=keys),
             diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage))
                  for s in SIDES]
-        measured = measure(sides, req.measure, same_environment=same_env)
-        runs = {s: build_results([j.result for j in measured[s]], env=envs[pythons[s]],
-                                 git=_git(refs, s, req.repo),
-                                 sources=_display(plans[s].sources, trees[s]),
-                                 options=req.measure, started=started, trigger="pr", side=s,
-                                 host=host) for s in SIDES}
+        def results_of(done: dict[str, list[JobRun]], finished: bool = True
+                       ) -> dict[SideName, RunResults]:
+            return {s: build_results([j.result for j in done.get(s, [])],
+                                     env=envs[pythons[s]], git=_git(refs, s, req.repo),
+                                     sources=_display(plans[s].sources, trees[s]),
+                                     options=req.measure, started=started, trigger="pr",
+                                     side=s, host=host, finished=finished) for s in SIDES}
+
+        def checkpoint(done: dict[str, list[JobRun]]) -> None:
+            """After each model: both sides so far, so that a killed job keeps them."""
+            req.out.mkdir(parents=True, exist_ok=True)
+            for s, run in results_of(done, finished=False).items():
+                save_results(run, req.out / f"{s}.json")
+
+        measured = measure(sides, req.measure, same_environment=same_env, on_done=checkpoint)
+        runs = results_of(measured)
         # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
         noise = noise_bands(req.db_url, runs["base"])
         comparison = compare_with_project(runs["base"], runs["head"], trees["base"], noise)

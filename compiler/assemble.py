@@ -146,7 +146,9 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
                  "guard_count": c.compile.guard_count,
                  "warm_start_s": s.compile.wall_s if s and s.compile else None,
                  "warm_start_phases": s.compile.phases if s and s.compile else {},
-                 "cold_instructions": c.compile.instructions,
+                 # instruction counts vary less from the host than time: the minimum of repeats
+                 "cold_instructions": min((x.instructions for x in colds
+                                           if x.instructions is not None), default=None),
                  "cache_dir_was_empty": was_empty},
         graph_breaks=c.graph_breaks, recompiles=c.recompiles,
         cache={"fx": [*c.cache.fx, *(w.cache.fx if w else []), *(s.cache.fx if s else [])],

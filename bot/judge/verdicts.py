@@ -31,7 +31,14 @@ from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, 
 from compilewatch.core import estimates
 from compilewatch.core.errors import RegressionFound
 from compilewatch.core.estimates import Estimate, Prior, geomean
-from compilewatch.core.schema import Category, Latency, ModelResult, RunResults, Status
+from compilewatch.core.schema import (
+    Category,
+    GraphBreak,
+    Latency,
+    ModelResult,
+    RunResults,
+    Status,
+)
 
 FAILED = {"fail_accuracy", "fail_to_run", "eager_fail"}
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
@@ -148,6 +155,26 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     )
 
 
+def _cold_compile(b: ModelResult, h: ModelResult, t: Thresholds, judge: Judging,
+                  concurrent: bool) -> Delta | None:
+    """Cold compile time. When the cold compiles ran beside other compiles (several compile
+    slots), their wall time carries the others' contention: they are judged on CPU time (the
+    worker's process tree, compile workers included), which the contention leaves alone. The
+    base and head medians shown stay wall time."""
+    bc, hc = b.compile, h.compile
+    wall_b, wall_h = _samples(bc.cold_s, bc.cold_samples_s), _samples(hc.cold_s,
+                                                                      hc.cold_samples_s)
+    if concurrent and len(bc.cold_cpu_samples_s) == len(wall_b) >= 2 \
+            and len(hc.cold_cpu_samples_s) == len(wall_h) >= 2:
+        delta = _compile_time(bc.cold_cpu_samples_s, hc.cold_cpu_samples_s, t.cold_compile,
+                              "cold_compile", judge, concurrent)
+        if delta is not None:
+            return delta.model_copy(update={
+                "base": statistics.median(wall_b), "head": statistics.median(wall_h),
+                "method": f"CPU time, {delta.method}"})
+    return _compile_time(wall_b, wall_h, t.cold_compile, "cold_compile", judge, concurrent)
+
+
 def _compile_time(base: list[float], head: list[float], t: MetricThreshold, metric: str,
                   judge: Judging, concurrent: bool) -> Delta | None:
     """A compile time from one sample per process. Paired when both sides ran the same number
@@ -181,8 +208,19 @@ def _point(base: float | None, head: float | None, t: MetricThreshold | None,
     return _delta(est, base, head, t, judge, method="one value a side")
 
 
+def _where(b: GraphBreak) -> str:
+    """A break's reason as shown: with torch's id and the user's file:line when known."""
+    tags = [t for t in (b.gb_id, f"at {b.location}" if b.location else None) if t]
+    return f"{b.reason} [{', '.join(tags)}]" if tags else b.reason
+
+
 def _key(reason: str) -> str:
-    return _SPACE.sub(" ", _ADDRESS.sub("0x…", reason)).strip()
+    """What makes two reasons the same break: the text without addresses or the place (a PR
+    that moves a break down a few lines has not added one)."""
+    return _SPACE.sub(" ", _ADDRESS.sub("0x…", _TAGS.sub("", reason))).strip()
+
+
+_TAGS = re.compile(r" \[(?:GB\d+(?:, )?)?(?:at [^\]]*)?\]$")
 
 
 def _new(base: list[str], head: list[str]) -> tuple[list[str], list[str]]:
@@ -233,14 +271,6 @@ def _samples(first: float | None, samples: list[float]) -> list[float]:
     return list(samples) or ([first] if first is not None else [])
 
 
-def _skipped(b: ModelResult, h: ModelResult) -> Delta | None:
-    reason = h.timing_skipped or b.timing_skipped
-    if reason is None or b.latency is not None or h.latency is not None:
-        return None
-    return Delta(base=0.0, head=0.0, ratio=1.0, ci_low=1.0, ci_high=1.0,
-                 verdict=Verdict.UNCHANGED, note=reason, method="unchanged by construction")
-
-
 def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                   expected: Expected | None = None, noise: NoiseBands | None = None,
                   host_noisy: bool = False) -> ModelRow:
@@ -249,22 +279,17 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
     judge = Judging(t, b.ident, noise or NoiseBands(), host_noisy)
     both = _ran(b) and _ran(h)
     compiled, eager, speedup = _timings(b, h, judge) if both else (None, None, None)
-    if both and compiled is None:
-        compiled = _skipped(b, h)
     gb = rc = None
     if both:
         gb = _counts(b.break_count, h.break_count, exp.graph_breaks,
-                     t.graph_breaks, ([x.reason for x in b.graph_breaks],
-                                      [x.reason for x in h.graph_breaks]))
+                     t.graph_breaks, ([_where(x) for x in b.graph_breaks],
+                                      [_where(x) for x in h.graph_breaks]))
         rc = _counts(len(b.recompiles), len(h.recompiles), exp.recompiles, t.recompiles,
                      ([x.reason for x in b.recompiles], [x.reason for x in h.recompiles]))
     # A compile on a reused cache dir is not a cold compile: no verdict against a real one.
     really_cold = b.compile.cache_dir_was_empty and h.compile.cache_dir_was_empty
     concurrent = b.compile.cold_concurrent and h.compile.cold_concurrent
-    cold = _compile_time(_samples(b.compile.cold_s, b.compile.cold_samples_s),
-                         _samples(h.compile.cold_s, h.compile.cold_samples_s),
-                         t.cold_compile, "cold_compile", judge, concurrent) \
-        if both and really_cold else None
+    cold = _cold_compile(b, h, t, judge, concurrent) if both and really_cold else None
     warm = _compile_time(_samples(b.compile.warm_s, b.compile.warm_samples_s),
                          _samples(h.compile.warm_s, h.compile.warm_samples_s),
                          t.warm_compile, "warm_compile", judge, False) if both else None
@@ -293,7 +318,7 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         memory=memory, graph_breaks=gb, recompiles=rc, accuracy=acc,
         cache_changes=diff_cache(b.cache, h.cache) if both else [], notes=notes,
         gating_findings=[name for name, d in judged.items() if d is not None and d.gating],
-        timing_skipped=h.timing_skipped if both else None,
+        timing_skipped=(h.timing_skipped or b.timing_skipped) if both else None,
         launch_bound=(b.latency.launch_bound or h.latency.launch_bound)
         if b.latency and h.latency else None,
         diagnostics=_diagnostics(b, h),

@@ -134,7 +134,8 @@ def reasons(row: ModelRow) -> list[Reason]:
     if acc is not None and (acc.verdict is not Verdict.UNCHANGED or acc.base != acc.head):
         exp = f" (baseline expects {acc.expected})" if acc.expected else ""
         out.append(Reason(Markup(f"accuracy {acc.base} → {acc.head}{exp}"), kind="accuracy"))
-    out += [_metric("compiled time", row.compiled_time), _count("graph breaks", row.graph_breaks),
+    compiled = "compiled time (launch-bound)" if row.launch_bound else "compiled time"
+    out += [_metric(compiled, row.compiled_time), _count("graph breaks", row.graph_breaks),
             _count("recompiles", row.recompiles), _metric("cold compile", row.cold_compile),
             _metric("warm compile", row.warm_compile), _metric("peak memory", row.memory)]
     if row.cache_changes:

@@ -79,7 +79,8 @@ class Recorder:
         self.same_environment: bool | None = None
 
     def __call__(self, sides: list[Side], options: MeasureOptions, *,
-                 same_environment: bool = True) -> dict[str, list[JobRun]]:
+                 same_environment: bool = True, on_done: object = None
+                 ) -> dict[str, list[JobRun]]:
         self.same_environment = same_environment
         out: dict[str, list[JobRun]] = {}
         for side in sides:
@@ -290,3 +291,29 @@ def test_end_to_end_then_post(repo: Path, tmp_path: Path, fake_github: FakeGitHu
     assert first in body and body.startswith(MARKER)
     [run] = fake_github.check_runs.values()
     assert (run["head_sha"], run["conclusion"]) == (head_sha, "failure")
+
+
+def test_a_killed_pr_keeps_both_sides_so_far(repo: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints after each model, as run does: the real loop runs (no process starts) and
+    is cancelled in the second model."""
+    import functools
+
+    from compilewatch.compiler import schedule
+    from tests.factories import FakeLauncher
+
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a", "b")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"models.py": suite_file("a", "b") + "\n# touched\n"}, "B")
+    # a: base cold, head cold (same code: not timed); b: base cold -> cancelled
+    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, raise_on=3))
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        pr_command(PrRequest(repo=repo, base="main", head="feature", out=out, no_db=True,
+                             measure=MeasureOptions(quiet=True, rounds=3)),
+                   environment=lambda _: environment())
+    base, head = (load_results(out / f"{s}.json") for s in ("base", "head"))
+    assert [r.model for r in base.results] == [r.model for r in head.results] == ["a"]
+    assert base.finished_at is None and head.finished_at is None
+    assert head.results[0].timing_skipped is not None
+    assert len(worktree_list(repo)) == 1
