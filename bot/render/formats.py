@@ -112,7 +112,8 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None,
     full = _render_md(comparison, None, report_url, trend_url)
     if length(full) <= max_chars:
         return full
-    lo, hi, best = 0, filters.row_count(comparison), None
+    rows = filters.row_count(comparison)
+    lo, hi, best = _bracket(comparison, rows, length(full), max_chars, report_url, trend_url)
     while lo <= hi:
         mid = (lo + hi) // 2
         text = _render_md(comparison, mid, report_url, trend_url)
@@ -127,6 +128,21 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None,
         head = full.encode("utf-16-le")[:room].decode("utf-16-le", errors="ignore")
         best = head.rsplit("\n", 1)[0] + note
     return best
+
+
+def _bracket(comparison: Comparison, rows: int, full: int, max_chars: int,
+             report_url: str | None, trend_url: TrendUrl) -> tuple[int, int, str | None]:
+    """Where the longest fitting prefix lies: rows cost about the same each, so the answer is
+    near ``rows * room / full``; two renders check a bracket of +-15% around that guess, and
+    the bisection runs inside it (four or five renders instead of ten for 500 models)."""
+    guess = int(rows * max_chars / full)
+    lo, hi = int(guess * 0.85), min(rows, int(guess * 1.15) + 1)
+    low = _render_md(comparison, lo, report_url, trend_url)
+    if length(low) > max_chars:
+        return 0, lo - 1, None
+    if length(_render_md(comparison, hi, report_url, trend_url)) <= max_chars:
+        return hi, rows, None
+    return lo + 1, hi - 1, low
 
 
 def render_html(comparison: Comparison) -> str:
