@@ -107,7 +107,7 @@ class CompileProbe:
         frames = sum(1 for m in metrics if m.get("is_forward") is not False
                      and not m.get("is_runtime"))
         recompiled = sum(1 for m in metrics if m.get("recompile_reason"))
-        if not found and (stats["graphs"] > 1 or frames > 1 + recompiled):
+        if not found and (stats["graphs"] > 1 + recompiled or frames > 1 + recompiled):
             self._note(f"{stats['graphs']} graphs from {frames} compiled frames "
                        f"({recompiled} recompiles) but no graph break was found")
 

@@ -97,6 +97,9 @@ def test_cold_and_warm_lookups_with_keys_states_and_readable_components(matrix):
         counters = cold.cache.counters[phase]
         assert (counters.fx_hit, counters.fx_miss) == ((1, 0) if state == "hit" else (0, 1))
         assert (counters.aot_hit, counters.aot_miss) == ((1, 0) if state == "hit" else (0, 1))
+    brk = matrix["run"]["item"]  # one lookup per graph on each side of the break
+    assert [k.state for k in brk.cache.fx] == ["miss"] * brk.compile.graphs == ["miss"] * 2
+    assert brk.cache.counters["cold"].fx_miss == 2
     cold_fx = next(k for k in cold.cache.fx if k.phase == "cold")
     warm_fx = next(k for k in cold.cache.fx if k.phase == "warm")
     assert cold_fx.key == warm_fx.key and cold_fx.components == warm_fx.components
@@ -107,6 +110,7 @@ def test_every_recompile_with_all_its_failed_guards(matrix):
     r = matrix["run"]["recompiles"]
     assert r.status is Status.PASS, r.error
     assert [x.compile_id for x in r.recompiles] == ["0/1", "0/2"]
+    assert r.graph_breaks == [] and r.notes == []  # three graphs, each from a recompile
     first, second = (x.reason.splitlines() for x in r.recompiles)
     assert first[0].startswith("0/0: ") and "size mismatch" in first[0]
     # the second recompile tried both cache entries: both guard failures, newest first
@@ -261,6 +265,38 @@ def test_without_a_trace_breaks_come_from_the_counters(monkeypatch):
     finally:
         counters.clear()
         probes._ACTIVE = None
+
+
+def _probe_with(events: list[trace.Event]) -> probes.CompileProbe:
+    import logging
+
+    capture = trace.Capture(logging.getLogger("compilewatch.test.trace"), trace._Collector())
+    capture.events.extend(events)
+    return probes.CompileProbe(capture=capture)
+
+
+def _metrics(*compile_ids: str) -> list[trace.Event]:
+    return [trace.Event("compilation_metrics", int(c[0]), int(c[2]), 0,
+                        {"compile_id": c, "is_forward": True}, None) for c in compile_ids]
+
+
+def test_graphs_that_no_break_explains_are_noted_never_silently_zero():
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    try:
+        counters["stats"]["unique_graphs"] = 2
+        probe = _probe_with(_metrics("0/0", "1/0"))
+        assert probe.graph_breaks() == []
+        assert probe.notes == ["2 graphs from 2 compiled frames (0 recompiles) but no graph "
+                               "break was found"]
+        # torch counted a break its trace does not show: noted, and the counter's reason kept
+        counters["graph_break"][ITEM] += 1
+        probe = _probe_with(_metrics("0/0", "1/0"))
+        assert [b["reason"] for b in probe.graph_breaks()] == [ITEM]
+        assert probe.notes[0].startswith("torch counted 1 graph breaks but its trace shows 0")
+    finally:
+        counters.clear()
 
 
 def test_recompile_reasons_payloads():
