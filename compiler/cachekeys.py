@@ -288,6 +288,7 @@ class HashWrappers:
     fx_states: dict[str, str] = field(default_factory=dict)  # key -> the lookup's own verdict
     unknown: list[str] = field(default_factory=list)
     overhead_s: float = 0.0
+    undo: list[tuple[Any, str, Any]] = field(default_factory=list)
 
     def install(self) -> None:
         self._wrap("torch._inductor.codecache", "compiled_fx_graph_hash", "fx")
@@ -316,6 +317,7 @@ class HashWrappers:
                 self.unknown.append(f"fx lookup state not read: {type(e).__name__}: {e}")
             return result
 
+        self.undo.append((FxGraphCache, "load_with_key", FxGraphCache.__dict__["load_with_key"]))
         FxGraphCache.load_with_key = staticmethod(load_with_key)  # type: ignore[method-assign]
 
     def _wrap(self, module_name: str, attr: str, kind: str) -> None:
@@ -340,7 +342,12 @@ class HashWrappers:
                 self.unknown.append(f"{kind} key not read: {type(e).__name__}: {e}")
             return result
 
+        self.undo.append((module, attr, original))
         setattr(module, attr, wrapper)
+
+    def uninstall(self) -> None:
+        while self.undo:
+            setattr(*self.undo.pop())
 
     def _lines_again(self, original: Any, module: Any, args: Any, kwargs: Any,
                      key: str) -> list[str]:

@@ -90,11 +90,12 @@ class CompileProbe:
         found = breaks.from_events(events)
         found += breaks.from_failures(metrics, {e.compile_id for e in events})
         traced = sum(1 for e in events if e.payload and not breaks.parse(e.payload).frame_skipped)
-        if sum(counted.values()) > traced:
-            self._note(f"torch counted {sum(counted.values())} graph breaks but its trace shows "
-                       f"{traced}: the counter's reasons are added")
+        total = sum(counted.values())
+        if total > traced:  # the counter misses breaks, never the other way round
             if not events:
                 found += breaks.from_counters(counted)
+            self._note(f"torch counted {total} graph breaks but its trace shows {traced}"
+                       + ("; the counter's reasons are used" if not events else ""))
         unplaced = sum(1 for b in found if b.file is None)
         if unplaced:
             self._note(f"{unplaced} graph break(s) without a place in the user's code")
@@ -163,11 +164,17 @@ class CompileProbe:
 
     def unknown_text(self) -> str | None:
         """What could not be measured, for ``WorkerOutput.cache_unknown``."""
-        return "; ".join(self.unknown)[:8000] or None
+        extra = self.capture.all_notes() if self.capture else []
+        return "; ".join(dict.fromkeys([*self.unknown, *extra]))[:8000] or None
 
     def close(self) -> None:
+        """Put torch back as it was (the worker never needs to: its process ends)."""
+        global _ACTIVE
         if self.capture is not None:
             self.capture.close()
+        self.wrappers.uninstall()
+        if _ACTIVE is self:
+            _ACTIVE = None
 
 
 def _reasons(payload: str | None) -> list[str]:

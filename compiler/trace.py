@@ -18,6 +18,7 @@ both out of the measured compile time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -107,6 +108,7 @@ class Capture:
         self._overhead_base = _torch_overhead_s()
         self.rehash_s = 0.0
         self.notes: list[str] = []
+        self.undo: list[Callable[[], None]] = []  # what ``close`` puts back, in reverse
 
     @property
     def events(self) -> list[Event]:
@@ -137,17 +139,24 @@ class Capture:
         except ImportError as e:
             self.notes.append(f"raw trace not written: this torch lacks {e.name or e}")
             return
-        Path(trace_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(trace_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            self.notes.append(f"raw trace not written: {e}")
+            return
         handler = LazyTraceHandler(trace_dir)
         handler.setFormatter(TorchLogsFormatter(trace=True))
         self._trace_log.addHandler(handler)
         self._file = handler
 
     def close(self) -> None:
+        """Detach and put torch's loggers and functions back as they were."""
         for h in (self._collector, self._file):
             if h is not None:
                 self._trace_log.removeHandler(h)
                 h.close()
+        while self.undo:
+            self.undo.pop()()
 
 
 def _torch_overhead_s() -> float | None:
@@ -193,9 +202,11 @@ def _quiet_graph_break_logger(cap: Capture) -> None:
         lg = logging.getLogger(qname)
         if getattr(lg, "artifact_name", None) == "graph_breaks" \
                 and not lg.isEnabledFor(logging.DEBUG):
+            null = logging.NullHandler()
+            cap.undo.append(functools.partial(_restore_logger, lg, lg.level, lg.propagate, null))
             lg.setLevel(logging.DEBUG)
             lg.propagate = False  # not to torch's stderr handlers
-            lg.addHandler(logging.NullHandler())
+            lg.addHandler(null)
 
 
 def _aot_debug_lines(cap: Capture) -> None:
@@ -214,8 +225,11 @@ def _aot_debug_lines(cap: Capture) -> None:
         return  # torch < 2.13 always computes the lines
     logger = logging.getLogger(AOT_CACHE_LOGGER)
     if not logger.isEnabledFor(logging.DEBUG):
+        quiet = _AtLeastWarning()
+        cap.undo.append(functools.partial(_restore_logger, logger, logger.level, logger.propagate,
+                                          quiet))
         logger.setLevel(logging.DEBUG)
-        logger.addFilter(lambda r: r.levelno >= logging.WARNING)
+        logger.addFilter(quiet)
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
@@ -226,3 +240,20 @@ def _aot_debug_lines(cap: Capture) -> None:
 
     with contextlib.suppress(AttributeError, TypeError):
         module._get_debug_lines_for_cache_key = timed
+        cap.undo.append(functools.partial(setattr, module, "_get_debug_lines_for_cache_key",
+                                          original))
+
+
+class _AtLeastWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
+
+
+def _restore_logger(lg: logging.Logger, level: int, propagate: bool,
+                    added: logging.Handler | logging.Filter) -> None:
+    lg.setLevel(level)
+    lg.propagate = propagate
+    if isinstance(added, logging.Handler):
+        lg.removeHandler(added)
+    else:
+        lg.removeFilter(added)

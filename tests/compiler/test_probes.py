@@ -256,15 +256,37 @@ def test_without_a_trace_breaks_come_from_the_counters(monkeypatch):
     monkeypatch.setattr(trace, "install", unavailable)
     counters.clear()
     counters["graph_break"][f"{ITEM}\n  Explanation: ..."] += 2
+    probe = probes.CompileProbe()
     try:
-        probe = probes.CompileProbe()
         probe.install()
         assert probe.unknown and "no structured trace" in probe.unknown[0]
         assert probe.graph_breaks() == [{"reason": ITEM, "count": 2, "gb_id": "GB0124",
                                          "kind": ITEM, "location": None}]
     finally:
         counters.clear()
-        probes._ACTIVE = None
+        probe.close()
+
+
+def test_closing_a_probe_puts_torch_back():
+    import logging
+
+    import torch._functorch._aot_autograd.autograd_cache as aot
+    import torch._inductor.codecache as codecache
+    from torch._logging._internal import trace_log
+
+    def state() -> tuple:
+        lg = logging.getLogger(trace.AOT_CACHE_LOGGER)
+        return (codecache.compiled_fx_graph_hash, aot.autograd_cache_key,
+                codecache.FxGraphCache.__dict__["load_with_key"],
+                getattr(aot, "_get_debug_lines_for_cache_key", None), lg.level,
+                list(lg.filters), list(trace_log.handlers))
+
+    before = state()
+    probe = probes.CompileProbe()
+    probe.install()
+    assert state() != before
+    probe.close()
+    assert state() == before and probes._ACTIVE is None
 
 
 def _probe_with(events: list[trace.Event]) -> probes.CompileProbe:
@@ -297,6 +319,18 @@ def test_graphs_that_no_break_explains_are_noted_never_silently_zero():
         assert probe.notes[0].startswith("torch counted 1 graph breaks but its trace shows 0")
     finally:
         counters.clear()
+
+
+def test_a_trace_dir_that_cannot_be_made_is_a_reason_not_a_crash(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    probe = probes.CompileProbe(trace_dir=str(blocker / "trace"))
+    try:
+        probe.install()
+        assert probe.capture is not None  # breaks and caches are still read
+        assert "raw trace not written" in (probe.unknown_text() or "")
+    finally:
+        probe.close()
 
 
 def test_recompile_reasons_payloads():
