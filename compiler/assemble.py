@@ -121,6 +121,7 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
                               "harness_s": _harness(o.all()),
                               "diagnostics": {"trace": o.trace} if o.trace else None}
     c = o.cold[0]
+    result["notes"] = [*o.notes, *c.notes][:64]  # the worker's own: what its probes doubt
     if not c.ok or c.compile is None:
         return result
     colds = [x.compile for x in o.cold if x.ok and x.compile is not None]

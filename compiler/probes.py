@@ -1,239 +1,221 @@
-"""Read what the compiler did, from torch's own bookkeeping, inside a worker process.
+"""Read what the compiler did, from torch's own records, inside a worker process.
 
-Torch internals move between versions, so every probe checks for its hook first and records
-"unknown" with a reason rather than crashing. Sources (torch >= 2.8):
-- cache keys: ``codecache.compiled_fx_graph_hash`` and ``autograd_cache.autograd_cache_key``
-  both return ``(key, debug_lines)``, one line per key component: ``[hash] name: value``;
-- hit/miss: ``torch._dynamo.utils.counters`` (``inductor.fxgraph_cache_*``,
-  ``aot_autograd.autograd_cache_*``), attributed to each key by the counter delta until the
-  next key of the same kind (lookups run right after hashing);
-- graph breaks: ``counters["graph_break"]``; recompiles and guard counts:
-  ``get_compilation_metrics()`` (``recompile_reason``, ``guard_count``, phase times).
+The first source is torch's structured trace (``compiler/trace.py``), captured in-process: graph
+breaks with their place, kind and id (``compiler/breaks.py``), every cache lookup with its key
+and components (``compiler/cachekeys.py``), every recompile with all its guard failures, and a
+``compilation_metrics`` record per compile. Where a torch lacks a piece, the older sources stand
+in: ``counters["graph_break"]``, ``get_compilation_metrics()`` (its last 64 compiles), wrappers
+around the two cache-key hash functions and the cache counters. Whatever cannot be measured is
+recorded in ``unknown`` with the reason; what the sources say that does not add up (two graphs
+and no break) is recorded in ``notes``. Nothing here may break a compile or crash a worker.
 """
 
 from __future__ import annotations
 
-import re
+import contextlib
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-_LINE = re.compile(r"^\[(?P<hash>[^\]]+)\] (?P<name>[^:]+): (?P<value>.*)$", re.S)
-# Components whose values help a reader (shapes, versions); the rest keep only their hash.
-_VALUE_PREFIXES = ("example_inputs", "fx_kwargs", "default_dtype", "deterministic")
-_VALUE_MAX = 240
-_COUNTERS = {
-    "fx_hit": ("inductor", "fxgraph_cache_hit"),
-    "fx_miss": ("inductor", "fxgraph_cache_miss"),
-    "fx_bypass": ("inductor", "fxgraph_cache_bypass"),
-    "aot_hit": ("aot_autograd", "autograd_cache_hit"),
-    "aot_miss": ("aot_autograd", "autograd_cache_miss"),
-    "aot_bypass": ("aot_autograd", "autograd_cache_bypass"),
-}
+from compilewatch.compiler import breaks, cachekeys, trace
+from compilewatch.compiler.cachekeys import counters_now, parse_debug_lines
 
+__all__ = ["CompileProbe", "counters_now", "frame_stats", "graph_breaks", "parse_debug_lines",
+           "recompiles"]
 
-_TENSOR = re.compile(r"dtype=torch\.(?P<dtype>\w+), shape=torch\.Size\(\[(?P<shape>[^\]]*)\]\), "
-                     r"stride=\((?P<stride>[^)]*)\), device=device\(type='(?P<device>\w+)'")
-
-
-def _compact(value: str) -> str:
-    """``TensorMetadata(dtype=torch.float32, ...)`` -> ``float32[8, 32] stride=(32, 1) cpu``."""
-    m = _TENSOR.search(value)
-    if not m:
-        return value
-    return f"{m['dtype']}[{m['shape']}] stride=({m['stride']}) {m['device']}"
-
-
-def parse_debug_lines(lines: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Split torch's key debug lines into ``{component: hash}`` and short readable values."""
-    components: dict[str, str] = {}
-    values: dict[str, str] = {}
-    for line in lines:
-        m = _LINE.match(line)
-        if not m:
-            continue
-        name = m["name"].strip()[:256]
-        components[name] = m["hash"][:128]
-        if name.startswith(_VALUE_PREFIXES):
-            value = m["value"].splitlines()[0] if m["value"] else ""
-            values[name] = _compact(value)[:_VALUE_MAX]
-    return components, values
-
-
-def counters_now() -> dict[str, int]:
-    from torch._dynamo.utils import counters
-
-    return {k: int(counters[a][b]) for k, (a, b) in _COUNTERS.items()}
-
-
-@dataclass
-class KeyEvent:
-    kind: str  # "fx" | "aot"
-    key: str
-    components: dict[str, str]
-    values: dict[str, str]
-    before: dict[str, int]
-    state: str = "unknown"
+MAX_NOTES = 16
+NOTE_MAX = 1000
+_ACTIVE: CompileProbe | None = None  # the probe installed in this process
 
 
 @dataclass
 class CompileProbe:
-    """Installed once per worker; collects cache-key events and reads torch's counters."""
+    """Installed once per worker before the first compile; read after it."""
 
-    events: list[KeyEvent] = field(default_factory=list)
+    trace_dir: str | None = None  # also write torch's raw trace (TORCH_TRACE format) here
+    suite: str | None = None  # the suite's source: locations are shown relative to its folder
     unknown: list[str] = field(default_factory=list)
-    overhead_s: float = 0.0
-    fx_states: dict[str, str] = field(default_factory=dict)  # key -> the lookup's own verdict
+    notes: list[str] = field(default_factory=list)
+    capture: trace.Capture | None = None
+    wrappers: cachekeys.HashWrappers = field(default_factory=cachekeys.HashWrappers)
 
     def install(self) -> None:
-        self._wrap("torch._inductor.codecache", "compiled_fx_graph_hash", "fx")
-        self._wrap("torch._functorch._aot_autograd.autograd_cache", "autograd_cache_key", "aot")
-        self._wrap_fx_lookup()
-
-    def _wrap_fx_lookup(self) -> None:
-        """Record each FX lookup's own verdict (``cache_info["cache_state"]``) by key.
-
-        Counter windows alone can misattribute: an AOTAutograd hit loads its FX graph without
-        hashing it, so its hit would land in the window of the previous key.
-        """
+        global _ACTIVE
         try:
-            from torch._inductor.codecache import FxGraphCache
+            self.capture = trace.install(self.trace_dir)
+        except trace.TraceUnavailable as e:
+            self.unknown.append(f"{e}: breaks from counters, keys from hash wrappers")
+        except Exception as e:  # a torch that changed under us: measure without it
+            self.unknown.append(f"structured trace not captured: {type(e).__name__}: {e}")
+        self.wrappers.rehash = self.capture is None
+        self.wrappers.install()
+        _ACTIVE = self
 
-            original = FxGraphCache.load_with_key
-        except (ImportError, AttributeError) as e:
-            self.unknown.append(f"fx lookup states from counters only: {e}")
-            return
+    @property
+    def overhead_s(self) -> float:
+        """Seconds of compile time spent on our bookkeeping (the worker subtracts them)."""
+        return (self.capture.overhead_s if self.capture else 0.0) + self.wrappers.overhead_s
 
-        def load_with_key(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            try:
-                key = args[0] if args else kwargs["key"]
-                state = result[1].get("cache_state")
-                if state in ("hit", "miss", "bypass"):
-                    self.fx_states[str(key)] = state
-            except Exception as e:  # never let bookkeeping break a compile
-                self.unknown.append(f"fx lookup state not read: {type(e).__name__}: {e}")
-            return result
+    def _note(self, text: str) -> None:
+        text = text[:NOTE_MAX]
+        if text not in self.notes and len(self.notes) < MAX_NOTES:
+            self.notes.append(text)
 
-        FxGraphCache.load_with_key = staticmethod(load_with_key)  # type: ignore[method-assign]
+    # --- compiles ----------------------------------------------------------------------------
 
-    def _wrap(self, module_name: str, attr: str, kind: str) -> None:
-        import importlib
+    def metrics(self) -> list[dict[str, Any]]:
+        """One record per compile (forward, backward, runtime), all of them from the trace;
+        ``get_compilation_metrics()`` keeps only the last 64."""
+        traced = [e.meta for e in self.capture.events if "compilation_metrics" in e.name
+                  and isinstance(e.meta, dict)] if self.capture is not None else []
+        return traced or _torch_metrics()
 
-        try:
-            module = importlib.import_module(module_name)
-            original = getattr(module, attr)
-        except (ImportError, AttributeError) as e:
-            self.unknown.append(f"{kind} cache keys unavailable in this torch: {e}")
-            return
+    def frame_stats(self) -> dict[str, Any]:
+        return _stats(self.metrics())
 
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            try:
-                key, lines = result
-                before = counters_now()
-                if not lines:
-                    lines = self._debug_lines_again(original, module, args, kwargs, str(key))
-                comps, values = parse_debug_lines(list(lines))
-                self.events.append(KeyEvent(kind, str(key), comps, values, before))
-            except Exception as e:  # never let bookkeeping break a compile
-                self.unknown.append(f"{kind} key not parsed: {type(e).__name__}: {e}")
-            return result
+    # --- graph breaks --------------------------------------------------------------------------
 
-        setattr(module, attr, wrapper)
+    def graph_breaks(self) -> list[dict[str, Any]]:
+        """Distinct breaks (reason, place) with counts, kinds and ids; see ``breaks``."""
+        found = self._breaks()
+        return breaks.summarise(found, self._shorten)[:1024]
 
-    def _debug_lines_again(self, original: Any, module: Any, args: Any, kwargs: Any,
-                           key: str) -> list[str]:
-        """Rehash at DEBUG log level (AOTAutograd only then hashes components one by one).
+    def _breaks(self) -> list[breaks.Break]:
+        metrics = self.metrics()
+        counted = _counter("graph_break")
+        if self.capture is None:
+            return breaks.from_counters(counted) + breaks.from_failures(metrics, set())
+        events = self.capture.named("dynamo_graph_break_reason")
+        found = breaks.from_events(events)
+        found += breaks.from_failures(metrics, {e.compile_id for e in events})
+        traced = sum(1 for e in events if e.payload and not breaks.parse(e.payload).frame_skipped)
+        total = sum(counted.values())
+        if total > traced:  # the counter misses breaks, never the other way round
+            if not events:
+                found += breaks.from_counters(counted)
+            self._note(f"torch counted {total} graph breaks but its trace shows {traced}"
+                       + ("; the counter's reasons are used" if not events else ""))
+        unplaced = sum(1 for b in found if b.file is None)
+        if unplaced:
+            self._note(f"{unplaced} graph break(s) without a place in the user's code")
+        self._check_frames(found, metrics)
+        return found
 
-        The time it takes is added to ``overhead_s``, which the worker subtracts from the
-        measured compile time, so bookkeeping never inflates a compile-time number.
-        """
-        import logging
-        import time
+    def _check_frames(self, found: list[breaks.Break], metrics: list[dict[str, Any]]) -> None:
+        """Frames and graphs that no break or recompile explains."""
+        stats = _stats(metrics)
+        frames = sum(1 for m in metrics if m.get("is_forward") is not False
+                     and not m.get("is_runtime"))
+        recompiled = sum(1 for m in metrics if m.get("recompile_reason"))
+        if not found and (stats["graphs"] > 1 + recompiled or frames > 1 + recompiled):
+            self._note(f"{stats['graphs']} graphs from {frames} compiled frames "
+                       f"({recompiled} recompiles) but no graph break was found")
 
-        logger = getattr(module, "log", None)
-        if not isinstance(logger, logging.Logger):
-            return []
-        t0 = time.perf_counter()
-        level = logger.level
-        logger.setLevel(logging.DEBUG)
-        try:
-            again, lines = original(*args, **kwargs)
-        finally:
-            logger.setLevel(level)
-            self.overhead_s += time.perf_counter() - t0
-        return list(lines) if str(again) == key else []
+    def _shorten(self, path: str) -> str:
+        roots = [p for p in sys.path if p]
+        if self.suite and self.suite.endswith(".py"):
+            roots.append(str(Path(self.suite).resolve().parent))
+        return breaks.short_path(path, roots)
 
-    def resolve_states(self) -> None:
-        """Each key's hit/miss/bypass: the FX lookup's own verdict where it was seen, else the
-        counter delta to the next key of the same kind (AOTAutograd keys)."""
-        final = counters_now()
-        for kind in ("fx", "aot"):
-            evs = [e for e in self.events if e.kind == kind]
-            for i, ev in enumerate(evs):
-                if kind == "fx" and ev.key in self.fx_states:
-                    ev.state = self.fx_states[ev.key]
-                    continue
-                after = evs[i + 1].before if i + 1 < len(evs) else final
-                for state in ("hit", "miss", "bypass"):
-                    name = f"{kind}_{state}"
-                    if after[name] > ev.before[name]:
-                        ev.state = state
-                        break
+    # --- recompiles ----------------------------------------------------------------------------
+
+    def recompiles(self) -> list[dict[str, Any]]:
+        """One per recompile: every guard that failed (one per cache entry tried, each led by
+        that entry's compile id), and the id of the compile it caused."""
+        out: dict[str | None, dict[str, Any]] = {}
+        for ev in self.capture.named("recompile_reasons") if self.capture else []:
+            reasons = _reasons(ev.payload)
+            if reasons:
+                out[ev.compile_id] = {"reason": "\n".join(reasons)[:8000],
+                                      "compile_id": ev.compile_id}
+        for m in self.metrics():  # the first reason of each recompile, where the trace had none
+            cid = str(m.get("compile_id") or "")[:256] or None
+            if m.get("recompile_reason") and cid not in out:
+                if self.capture is not None:
+                    self._note(f"recompile {cid} not in torch's trace; its first reason only")
+                out[cid] = {"reason": str(m["recompile_reason"]).strip()[:8000], "compile_id": cid}
+        return list(out.values())[:1024]
+
+    # --- caches --------------------------------------------------------------------------------
 
     def cache_keys(self, phase: str) -> dict[str, list[dict[str, Any]]]:
-        self.resolve_states()
-        out: dict[str, list[dict[str, Any]]] = {"fx": [], "aot": []}
-        seen: set[tuple[str, str]] = set()
-        for ev in self.events:
-            if (ev.kind, ev.key) in seen:  # the same graph hashed twice (e.g. a retry)
-                continue
-            seen.add((ev.kind, ev.key))
-            out[ev.kind].append({
-                "key": re.sub(r"[^A-Za-z0-9_\-]", "_", ev.key)[:128],
-                "components": ev.components, "values": ev.values,
-                "hit": {"hit": True, "miss": False}.get(ev.state), "state": ev.state,
-                "phase": phase,
-            })
+        """Every lookup's key, state and components, per kind (fx, aot)."""
+        traced = cachekeys.from_trace(self.capture.events if self.capture else [], phase)
+        for text in traced.notes:
+            if "not in torch's trace" not in text:
+                self._note(text)
+            elif text not in self.unknown:
+                self.unknown.append(text)
+        out: dict[str, list[dict[str, Any]]] = {}
+        stages = []
+        for kind in ("fx", "aot"):
+            got = getattr(traced, kind)
+            if got:
+                stages.append(kind)
+            out[kind] = (got or self.wrappers.lookups(kind, phase))[:1024]
+        for text in cachekeys.consistency(traced.tally, counters_now(), stages):
+            self._note(text)
+        self.unknown.extend(u for u in self.wrappers.unknown if u not in self.unknown)
         return out
 
+    def counters(self) -> dict[str, int]:
+        return counters_now()
+
+    def unknown_text(self) -> str | None:
+        """What could not be measured, for ``WorkerOutput.cache_unknown``."""
+        extra = self.capture.all_notes() if self.capture else []
+        return "; ".join(dict.fromkeys([*self.unknown, *extra]))[:8000] or None
+
+    def close(self) -> None:
+        """Put torch back as it was (the worker never needs to: its process ends)."""
+        global _ACTIVE
+        if self.capture is not None:
+            self.capture.close()
+        self.wrappers.uninstall()
+        if _ACTIVE is self:
+            _ACTIVE = None
 
 
+def _reasons(payload: str | None) -> list[str]:
+    """``recompile_reasons``: a JSON string (one reason) or list; each ``"0/0: <guard>"``."""
+    import json
 
-def graph_breaks() -> list[dict[str, Any]]:
-    """Distinct graph-break reasons with their counts."""
-    from torch._dynamo.utils import counters
+    try:
+        data = json.loads(payload) if payload else []
+    except ValueError:
+        data = payload
+    items = data if isinstance(data, list) else [data]
+    return ["\n".join(x.rstrip() for x in str(r).splitlines()) for r in items if r]
 
-    return [{"reason": str(r)[:8000], "count": int(n)}
-            for r, n in counters["graph_break"].items() if n > 0]
+
+def _counter(name: str) -> dict[str, int]:
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return {}
+    return {str(k): int(v) for k, v in counters[name].items() if v > 0}
 
 
-def _metrics() -> list[Any]:
-    from torch._dynamo import utils
-
+def _torch_metrics() -> list[dict[str, Any]]:
+    try:
+        from torch._dynamo import utils
+    except ImportError:
+        return []
     getter = getattr(utils, "get_compilation_metrics", None)
-    return list(getter()) if getter else []
-
-
-def recompiles() -> list[dict[str, Any]]:
     out = []
-    for m in _metrics():
-        reason = getattr(m, "recompile_reason", None)
-        if reason:
-            out.append({"reason": str(reason)[:8000],
-                        "compile_id": str(getattr(m, "compile_id", "") or "")[:256] or None})
+    for m in getter() if getter else []:
+        with contextlib.suppress(TypeError):
+            out.append(dict(vars(m)))
     return out
 
 
-def frame_stats() -> dict[str, Any]:
+def _stats(ms: list[dict[str, Any]]) -> dict[str, Any]:
     """Frames compiled, graphs produced, total guards, and the phase breakdown in seconds."""
-    from torch._dynamo.utils import counters
-
-    ms = _metrics()
 
     def total_s(name: str, scale: float = 1.0) -> float | None:
-        vals = [getattr(m, name, None) for m in ms]
-        vals = [v for v in vals if v is not None]
+        vals = [m.get(name) for m in ms]
+        vals = [v for v in vals if isinstance(v, (int, float))]
         return float(sum(vals)) * scale if vals else None
 
     def total_us(name: str) -> float | None:
@@ -260,11 +242,28 @@ def frame_stats() -> dict[str, Any]:
         "codegen": codegen,
         "kernel_compile": total_us("triton_compile_time_us"),  # inside the others: not summed
     }
-    guards = [getattr(m, "guard_count", None) for m in ms]
-    guards = [g for g in guards if g is not None]
+    guards = [m.get("guard_count") for m in ms]
+    guards = [g for g in guards if isinstance(g, int)]
+    graphs = _counter("stats").get("unique_graphs", 0)
     return {
         "phases": {k: round(v, 6) for k, v in phases.items() if v is not None and v >= 0},
         "frames": len(ms),
-        "graphs": int(counters["stats"]["unique_graphs"]),
+        "graphs": int(graphs),
         "guard_count": sum(guards) if guards else None,
     }
+
+
+# --- the process's installed probe, for callers that hold no probe -------------------------------
+
+def frame_stats() -> dict[str, Any]:
+    return _ACTIVE.frame_stats() if _ACTIVE is not None else _stats(_torch_metrics())
+
+
+def graph_breaks() -> list[dict[str, Any]]:
+    if _ACTIVE is not None:
+        return _ACTIVE.graph_breaks()
+    return breaks.summarise(breaks.from_counters(_counter("graph_break")), str)
+
+
+def recompiles() -> list[dict[str, Any]]:
+    return (_ACTIVE or CompileProbe()).recompiles()

@@ -315,7 +315,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     if spec.config.device == "cuda" and not torch.cuda.is_available():
         raise Failure(Category.UNSUPPORTED, "device cuda requested but "
                       "torch.cuda.is_available() is False on this machine")
-    probe = probes.CompileProbe()
+    probe = probes.CompileProbe(trace_dir=spec.trace_dir, suite=spec.suite)
     probe.install()
     with h.phase("build"):
         m = Model(spec)
@@ -334,9 +334,9 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
         with h.phase("save_artifact"):
             result["artifact"] = _save_artifact(spec.save_artifact)
     with h.phase("probes"):
-        result.update(graph_breaks=probes.graph_breaks(), recompiles=probes.recompiles(),
-                      cache=probe.cache_keys(spec.phase), counters=probes.counters_now(),
-                      cache_unknown="; ".join(probe.unknown) or None)
+        result.update(graph_breaks=probe.graph_breaks(), recompiles=probe.recompiles(),
+                      cache=probe.cache_keys(spec.phase), counters=probe.counters(),
+                      cache_unknown=probe.unknown_text(), notes=probe.notes)
     if spec.check_accuracy:
         with h.phase("accuracy"):
             result["accuracy"] = check_accuracy(m, compiled, out, eager_out, det)
