@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ import numpy as np
 from scipy import stats
 
 Groups = Sequence[Sequence[float]]
+_LOG_MAX = math.log(sys.float_info.max)
 
 
 def geomean(values: Sequence[float]) -> float | None:
@@ -145,6 +147,8 @@ def ratio(base: Groups, head: Groups, *, confidence: float = 0.95, prior: Prior 
         se = math.sqrt(var * (1 / len(b) + 1 / len(h)))
         sd = math.sqrt(var)
     lo, hi = _interval(delta, se, df, confidence)
+    if max(abs(lo), abs(hi)) > _LOG_MAX:
+        return None  # sides too far apart for a float ratio: no ratio rather than an overflow
     return Estimate(math.exp(delta), math.exp(lo), math.exp(hi), sd, df, (len(b), len(h)),
                     paired)
 
@@ -159,4 +163,6 @@ def level(groups: Groups, *, confidence: float = 0.95) -> tuple[float, float, fl
     var, df = _pooled_var([logs])
     se = math.sqrt(max(var, max(_median_se(g) for g in groups) ** 2) / len(logs))
     lo, hi = _interval(mean, se, df, confidence)
+    if max(abs(lo), abs(hi)) > _LOG_MAX:
+        return None
     return math.exp(mean), math.exp(lo), math.exp(hi)

@@ -116,7 +116,7 @@ def model_result(
     eager: list[float] = []
     compiled: list[float] = []
     for _ in range(processes):
-        shift = host_speed * (1 + rng.gauss(0, process_spread))
+        shift = host_speed * ((1 + rng.gauss(0, process_spread)) if process_spread else 1)
         eager += samples(eager_us * shift, n, rng, spread)
         compiled += samples(compiled_us * shift, n, rng, spread)
     colds = [cold_s * (1 + rng.gauss(0, cold_spread)) for _ in range(cold_processes)]

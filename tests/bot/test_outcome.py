@@ -77,21 +77,17 @@ def test_baseline_update_refuses_an_empty_run(tmp_path: Path) -> None:
     assert not (tmp_path / ".compilewatch").exists()
 
 
-def test_run_fails_when_nothing_was_measured_even_quietly(tmp_path: Path, harness_suite: str,
-                                                         monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
-    from compilewatch.bot import measuring
-    from compilewatch.compiler.runner import JobRun
-
-    def skip(job, opts, on_phase=None):  # type: ignore[no-untyped-def]
-        return JobRun(model_result(job.spec.name, suite=job.suite.name, config=job.config,
-                                   category=Category.UNSUPPORTED, error=NO_GPU))
-
-    monkeypatch.setattr(measuring, "run_job_full", skip)
+def test_run_fails_when_nothing_was_measured_even_quietly(tmp_path: Path,
+                                                         harness_suite: str) -> None:
+    """``--device cuda`` on this machine (no GPU): every model is skipped by its worker; the run
+    exits 2 saying why, even with -q, and stores nothing."""
     out = tmp_path / "r.json"
-    args = ["run", "--suite", harness_suite, "--model", "breaks", "--no-warm", "-q", "--out",
-            str(out), "--db", f"sqlite:///{tmp_path / 'cw.db'}"]
+    db = tmp_path / "cw.db"
+    args = ["run", "--suite", harness_suite, "--model", "breaks", "--device", "cuda",
+            "--no-warm", "-q", "--out", str(out), "--db", f"sqlite:///{db}"]
     res = CliRunner().invoke(main, args)
-    assert res.exit_code == 2 and "nothing was measured" in res.output and NO_GPU in res.output
+    assert res.exit_code == 2 and "nothing was measured" in res.output
+    assert "torch.cuda.is_available() is False" in res.output
     assert out.is_file()  # the results file keeps every model's reason
+    assert not db.exists()  # the empty run is not stored
     assert CliRunner().invoke(main, [*args, "--allow-empty"]).exit_code == 0

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.core.schema import save_results
+from compilewatch.core.schema import SCHEMA_VERSION, save_results
 from tests.factories import run_results
 
 
@@ -22,8 +22,8 @@ def results_file(tmp_path: Path) -> Path:
 def test_upgrade_current_ingest_downgrade(db_url: str, results_file: Path) -> None:
     cli = CliRunner()
     up = cli.invoke(main, ["db", "upgrade", "--db", db_url])
-    assert up.exit_code == 0 and "0002 (head)" in up.output
-    assert "0002 (head)" in cli.invoke(main, ["db", "current", "--db", db_url]).output
+    assert up.exit_code == 0 and "0003 (head)" in up.output
+    assert "0003 (head)" in cli.invoke(main, ["db", "current", "--db", db_url]).output
     first = cli.invoke(main, ["ingest", str(results_file), "--db", db_url])
     assert first.exit_code == 0 and "stored (1 results, 60 timing samples)" in first.output
     second = cli.invoke(main, ["ingest", str(results_file)], env={"COMPILEWATCH_DB": db_url})
@@ -34,7 +34,8 @@ def test_upgrade_current_ingest_downgrade(db_url: str, results_file: Path) -> No
 
 def test_ingest_bad_file_exits_2_naming_the_field(tmp_path: Path, results_file: Path) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text(results_file.read_text().replace('"schema_version": 1', '"schema_version": 7'))
+    bad.write_text(results_file.read_text().replace(
+        f'"schema_version": {SCHEMA_VERSION}', '"schema_version": 7'))
     out = CliRunner().invoke(main, ["ingest", str(bad), "--db", str(tmp_path / "x.db")])
     assert out.exit_code == 2 and "schema_version" in out.output and str(bad) in out.output
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
 from compilewatch.core.errors import DatabaseError
-from compilewatch.core.schema import save_results
+from compilewatch.core.schema import SCHEMA_VERSION, save_results
 from compilewatch.db import connect
 from tests.factories import run_results
 
@@ -58,7 +58,8 @@ def test_connect_must_exist_refuses_a_missing_file_and_opens_an_existing_one(
 def test_a_refused_ingest_creates_no_database(tmp_path: Path) -> None:
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     save_results(run_results(commit="e" * 40), good)
-    bad.write_text(good.read_text().replace('"schema_version": 1', '"schema_version": 7'))
+    bad.write_text(good.read_text().replace(
+        f'"schema_version": {SCHEMA_VERSION}', '"schema_version": 7'))
     db = tmp_path / "new" / "runs.db"
     out = CliRunner().invoke(main, ["ingest", str(good), str(bad), "--db", str(db)])
     assert out.exit_code == 2 and "schema_version" in out.output

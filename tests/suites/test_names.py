@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
@@ -29,8 +28,6 @@ def test_several_patterns_each_get_their_own_suggestion() -> None:
     assert "pointwsie (did you mean pointwise?)" in msg and "gelu_m (did you mean gelu_mm" in msg
 
 
-@pytest.mark.xfail(strict=True, reason="compiler/plan.py (being rewritten elsewhere) must build "
-                   "plan_jobs' unmatched --model error with suites.names.unmatched_models")
 def test_run_with_a_typo_suggests_the_model(tmp_path) -> None:  # type: ignore[no-untyped-def]
     res = CliRunner().invoke(main, ["run", "--suite", "micro", "--model", "pointwsie", "--out",
                                     str(tmp_path / "r.json"), "--no-db"])
