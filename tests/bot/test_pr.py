@@ -254,7 +254,9 @@ def shapey(ctx):
     return fn, (torch.randn(16),)
 '''
 
-HEAD_MODELS = BASE_MODELS.replace("        return y * 2", "        y.sum().item()\n"
+# head: a data-dependent branch in breaky (line 12 of models.py) and a new input shape in shapey
+HEAD_MODELS = BASE_MODELS.replace("        return y * 2", "        if y.sum() > 0:\n"
+                                  "            y = y + 1\n"
                                   "        return y * 2").replace("randn(16)", "randn(24)")
 
 
@@ -269,17 +271,28 @@ def test_end_to_end_then_post(repo: Path, tmp_path: Path, fake_github: FakeGitHu
                                        "--block-ms", "2"])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == [
-        "base.json", "comment.md", "comparison.json", "head.json", "report.html"]
+        "base.json", "comment.md", "comparison.json", "diagnostics", "head.json", "report.html"]
     assert len(worktree_list(repo)) == 1
     rows = {r["model"]: r for r in json.loads((out / "comparison.json").read_text())["rows"]}
     [reason] = rows["breaky"]["graph_breaks"]["new_reasons"]
+    line = HEAD_MODELS.splitlines().index("        if y.sum() > 0:") + 1
+    assert "Data-dependent branching" in reason and f"at models.py:{line}" in reason
     changed = {c for ch in rows["shapey"]["cache_changes"] for c in ch["changed"]}
     assert "example_inputs[0]" in changed
-    assert "Tensor.item()" in reason
+    values = next(ch["values"] for ch in rows["shapey"]["cache_changes"] if ch["kind"] == "fx")
+    assert "[16]" in values["example_inputs[0]"][0] and "[24]" in values["example_inputs[0]"][1]
     # the comment collapses whitespace and shortens long reasons: look for the first line
     first = md_escape(reason.splitlines()[0])
     comment = (out / "comment.md").read_text()
     assert first in comment and md_escape("example_inputs[0]") in comment
+    assert md_escape(f"models.py:{line}") in comment
+    # diagnostics travel with the flagged models, and the comment says where
+    diag = rows["breaky"]["diagnostics"]
+    assert (out / diag["graph breaks and recompiles"]).read_text().count("graph break") >= 1
+    assert (out / diag["generated code diff"]).is_file()
+    assert (out / diag["trace (head)"]).stat().st_size > 0
+    assert (out / diag["tlparse report (head)"]).is_file()  # tlparse is in the test extra
+    assert "diagnostics, in the run" in comment
 
     fake_github.add_pull(REPO, 7, head_sha)
     posted = CliRunner().invoke(main, [

@@ -189,10 +189,10 @@ def test_verification_refuses_an_artifact_that_hot_loads_wrong_outputs(built: di
     _relabel(runs["scale2"], runs["scale3"], wrong)
     opts = RunOptions(rounds=1, block_ms=1.0, timeout_s=600)
     outcome, reason = verify_artifact(_job("scale3"), wrong, opts)
-    assert outcome.ok and outcome.data["counters"]["fx_miss"] == 0
-    assert outcome.data["counters"]["fx_hit"] == 1
+    assert outcome.ok and outcome.counters is not None and outcome.counters.fx_miss == 0
+    assert outcome.counters.fx_hit == 1
     assert reason is not None and reason.startswith("hot-loaded outputs differ from eager")
-    assert outcome.data["accuracy"]["max_abs_err"] > 0.5
+    assert outcome.accuracy is not None and (outcome.accuracy.max_abs_err or 0) > 0.5
     # The same check passes the honest artifact: the rule is not refusing everything.
     _, ok = verify_artifact(_job("scale3"), runs["scale3"], opts)
     assert ok is None
