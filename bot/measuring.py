@@ -156,6 +156,9 @@ def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environmen
         bar = progress.add_task("measuring", total=total, phase="")
 
         def on_event(ev: Event) -> None:
+            if ev.job is None:
+                console.print(f"note: {ev.text}", markup=False, highlight=False)
+                return
             label = f"{ev.job.suite.name}/{ev.job.spec.name} [{ev.job.config.slug}]"
             if len(sides) > 1:
                 label = f"[{ev.side}] {label}"

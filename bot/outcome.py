@@ -19,8 +19,10 @@ SHORT_ID = 12  # characters of a run id in messages (any unique prefix selects t
 
 def _measured(r: ModelResult) -> bool:
     """A compile was attempted on the model: it passed, failed, errored, timed out or crashed
-    (each of those is a finding). Skips and harness failures are not measurements."""
-    return r.status is not Status.SKIP and r.category is not Category.INFRA
+    (each of those is a finding). Skips, harness failures and models whose factory raised
+    (nothing was compiled) are not measurements."""
+    return r.status is not Status.SKIP and r.category not in (Category.INFRA,
+                                                              Category.BUILD_ERROR)
 
 
 def nothing_measured(results: RunResults) -> str | None:

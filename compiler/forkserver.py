@@ -76,6 +76,22 @@ def _threads() -> int:
         return threading.active_count()
 
 
+def _fork_poisoned() -> bool:
+    """Whether a child forked now would find CUDA unusable. ``torch.cuda.is_initialized()``
+    is not enough: asking the driver for the device count (``torch.cuda.device_count()``,
+    ``is_available()`` without NVML) poisons fork without initialising torch's CUDA state,
+    so ask a real forked child."""
+    import torch
+
+    if getattr(torch._C, "_cuda_isInBadFork", None) is None:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch._C._cuda_isInBadFork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) != 0
+
+
 def serve(preload: list[str]) -> int:
     parent = os.environ.get("COMPILEWATCH_PARENT")
     proctree.die_with_parent(int(parent) if parent and parent.isdigit() else None)
@@ -92,7 +108,8 @@ def serve(preload: list[str]) -> int:
 
     out = sys.stdout
     hello = {"ready": True, "import_s": import_s, "pid": os.getpid(), "threads": _threads(),
-             "cuda_initialized": bool(torch.cuda.is_initialized()), "skipped": skipped}
+             "cuda_initialized": bool(torch.cuda.is_initialized()),
+             "fork_poisoned": _fork_poisoned(), "skipped": skipped}
     out.write(json.dumps(hello) + "\n")
     out.flush()
     children: set[int] = set()
@@ -174,10 +191,10 @@ class ForkServer:
         if not hello.get("ready"):
             self.close()
             raise ForkServerError("the fork server did not start (see its log)")
-        if hello.get("cuda_initialized"):
+        if hello.get("cuda_initialized") or hello.get("fork_poisoned"):
             self.close()
-            raise ForkServerError("importing the compiler stack initialised CUDA: children "
-                                  "could not use it")
+            raise ForkServerError("importing the compiler stack touched CUDA, so a forked "
+                                  "child could not use it")
         return hello
 
     def _read(self, stdout: IO[bytes]) -> None:

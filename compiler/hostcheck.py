@@ -6,6 +6,11 @@ launch-bound models and to compile times), and on CUDA a fixed matmul with CUDA 
 stability). The spread is (p90 - p10) / median: robust to one descheduled repeat, sensitive to a
 host that keeps changing speed. Stored with the run and shown in the report; a spread above the
 limits below marks the run ``noisy``.
+
+Both are warmed up first and each sample lasts milliseconds: an idle H200 sits at a few hundred
+MHz and takes a fraction of a second to clock up, and samples of a few hundred microseconds
+measured that ramp (and single interrupts), not the host, flagging a quiet machine as noisy in
+one run out of three.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from compilewatch.core.schema import HostCheck
 REPEATS = 40
 CPU_NOISY = 0.25
 GPU_NOISY = 0.05
+WARMUP_S = 0.5  # as long as the GPU warm-up before timing (``gpu_warmup_s``)
+CPU_ITERS = 200_000  # 10-30 ms of pure Python a sample
+GPU_MATMULS = 20  # 4096² bf16 matmuls a sample: a few ms on an H100/H200
 
 
 def spread(times: list[float]) -> float:
@@ -31,13 +39,15 @@ def spread(times: list[float]) -> float:
 def _cpu_work() -> float:
     t0 = time.perf_counter()
     acc = 0
-    for i in range(60_000):
+    for i in range(CPU_ITERS):
         acc ^= i * i
     return time.perf_counter() - t0
 
 
 def cpu_spread(repeats: int = REPEATS) -> float:
-    _cpu_work()
+    end = time.perf_counter() + WARMUP_S
+    while time.perf_counter() < end:
+        _cpu_work()
     return spread([_cpu_work() for _ in range(repeats)])
 
 
@@ -47,13 +57,16 @@ def gpu_spread(repeats: int = REPEATS) -> float | None:
     if not torch.cuda.is_available():
         return None
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    for _ in range(20):  # clocks up before measuring them
-        a @ a
+    until = time.perf_counter() + WARMUP_S  # clocks up before measuring them
+    while time.perf_counter() < until:
+        for _ in range(GPU_MATMULS):
+            a @ a
+        torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(5):
+        for _ in range(GPU_MATMULS):
             a @ a
         end.record()
         end.synchronize()

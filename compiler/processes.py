@@ -154,8 +154,10 @@ class Launcher:
     still alive is killed.
     """
 
-    def __init__(self, isolation: Isolation = "fork", preload: Iterable[str] = ()) -> None:
+    def __init__(self, isolation: Isolation = "fork", preload: Iterable[str] = (),
+                 on_note: Callable[[str], None] = lambda _: None) -> None:
         self.isolation = isolation
+        self.on_note = on_note
         self.preload = sorted(set(preload))
         self.redact = Redactor()
         self._servers: dict[tuple[str, frozenset[tuple[str, str]]], ForkServer | None] = {}
@@ -165,6 +167,13 @@ class Launcher:
         self._n = 0
         self.notes: list[str] = []
         self.root = Path()
+
+    def _note(self, text: str) -> None:
+        """Tell the caller once per distinct note: a fallback to spawning costs every worker
+        its imports, so the run says so rather than quietly getting slower."""
+        if text not in self.notes:
+            self.notes.append(text)
+            self.on_note(text)
 
     def __enter__(self) -> Launcher:
         clean_stale_runs()
@@ -217,7 +226,7 @@ class Launcher:
                     own = {"TORCHINDUCTOR_CACHE_DIR": str(self.workdir(f"forkserver-{n}"))}
                     self._servers[key] = ForkServer(python, {**env, **own}, log, self.preload)
                 except (ForkServerError, OSError) as e:
-                    self.notes.append(f"fork server unavailable, workers spawned: {e}")
+                    self._note(f"fork server unavailable, workers spawned: {e}")
                     self._servers[key] = None
             server = self._servers[key]
         return server if server is not None and server.alive else None
@@ -273,7 +282,7 @@ class Launcher:
                 try:
                     return server.launch(spec_path, env, log, work), server.import_s
                 except ForkServerError as e:
-                    self.notes.append(f"fork server failed, worker spawned: {e}")
+                    self._note(f"fork server failed, worker spawned: {e}")
         with open(log, "wb") as out:
             popen = subprocess.Popen(
                 [launch.python, "-m", "compilewatch.compiler.worker", str(spec_path)],
@@ -308,9 +317,13 @@ class Launcher:
 
 
 def base_env() -> dict[str, str]:
-    """What every worker of this run sees: the allowed environment plus the cache settings."""
+    """What every worker of this run sees: the allowed environment plus the cache settings.
+    ``PYTORCH_NVML_BASED_CUDA_CHECK`` makes ``torch.cuda.is_available()`` ask NVML instead of
+    initialising the driver, so an import that checks for a GPU does not poison the fork
+    server (a forked child of a poisoned parent cannot use CUDA at all)."""
     return {**allowed_env(), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
-            "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "PYTHONUNBUFFERED": "1"}
+            "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "PYTHONUNBUFFERED": "1",
+            "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 
 
 def worker_env(cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:

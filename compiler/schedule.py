@@ -108,11 +108,12 @@ class Side:
 
 @dataclass(frozen=True)
 class Event:
-    """What the loop tells its caller: a process started or changed phase, or a model ended."""
+    """What the loop tells its caller: a process started or changed phase, a model ended, or
+    a note about the whole run (``job`` is None: e.g. workers are spawned, not forked)."""
 
-    kind: Literal["phase", "done"]
+    kind: Literal["phase", "done", "note"]
     side: str
-    job: Job
+    job: Job | None
     text: str = ""
     run: JobRun | None = None
     finished: int = 0
@@ -562,7 +563,10 @@ def measure(sides: Sequence[Side], settings: LoopSettings = LoopSettings(),
             on_event: OnEvent = lambda _: None, preload: Sequence[str] = ()
             ) -> dict[str, list[JobRun]]:
     """Measure every side's jobs; results per side in the order models finished."""
-    with Launcher(settings.isolation, preload) as launcher:
+    def note(text: str) -> None:
+        on_event(Event("note", "", None, text))
+
+    with Launcher(settings.isolation, preload, on_note=note) as launcher:
         for side in sides:
             launcher.prepare(side.opts.python or _executable(),
                              worker_env(Path(), side.opts.extra_env))

@@ -19,6 +19,7 @@ class Verdict(StrEnum):
     UNCHANGED = "unchanged"
     WITHIN_NOISE = "within_noise"
     NOISY = "noisy"  # the host (or the model) was too noisy to judge: never gates
+    FAILING = "failing"  # fails on both sides: nothing to compare, never gates
 
 
 class _Data(BaseModel):
@@ -150,6 +151,7 @@ class Headline(_Data):
     unchanged: int = 0
     within_noise: int = 0
     noisy: int = 0
+    failing: int = 0  # fails on both sides: not counted as unchanged
     gating: int = 0
 
 

@@ -44,7 +44,7 @@ FAILED = {"fail_accuracy", "fail_to_run", "eager_fail"}
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _SPACE = re.compile(r"\s+")
 _ORDER = (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.NOISY, Verdict.WITHIN_NOISE,
-          Verdict.UNCHANGED)
+          Verdict.FAILING, Verdict.UNCHANGED)
 
 
 def _policy(thresholds: Thresholds | ThresholdPolicy | None) -> ThresholdPolicy:
@@ -304,6 +304,10 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
     judged = {"compiled time": compiled, "cold compile": cold, "warm compile": warm,
               "peak memory": memory, "graph breaks": gb, "recompiles": rc, "accuracy": acc}
     present = [d for d in judged.values() if d is not None]
+    verdict = _overall([d.verdict for d in present])
+    if verdict is Verdict.UNCHANGED and not _ran(b) and not _ran(h) and acc.expected is None:
+        # no number on either side: "unchanged" would claim a comparison that never happened
+        verdict = Verdict.FAILING
     notes = [n for n in [compiled.note if compiled and compiled.verdict is not
                          Verdict.UNCHANGED else None, _warm_start_note(b, h)] if n]
     if both and memory is None and h.memory.unknown_reason:
@@ -311,7 +315,7 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
     return ModelRow(
         suite=b.suite, model=b.model, config=b.config.slug, base_status=b.status.value,
         head_status=h.status.value, head_category=h.category.value, head_error=h.error,
-        ran_both=both, verdict=_overall([d.verdict for d in present]),
+        ran_both=both, verdict=verdict,
         gating=any(d.gating for d in present), compiled_time=compiled, eager_time=eager,
         speedup=speedup, cold_compile=cold, warm_compile=warm, warm_start=warm_start,
         first_output=first,
@@ -455,6 +459,7 @@ def compare(base: RunResults, head: RunResults, *,
                         unchanged=verdicts[Verdict.UNCHANGED],
                         within_noise=verdicts[Verdict.WITHIN_NOISE],
                         noisy=verdicts[Verdict.NOISY],
+                        failing=verdicts[Verdict.FAILING],
                         gating=sum(r.gating for r in rows) + len(skipped))
     return Comparison(
         base=_side(base), head=_side(head), rows=rows,

@@ -13,7 +13,8 @@ from compilewatch.bot.render import filters
 from compilewatch.bot.render.escape import headline, plain
 
 STYLES = {Verdict.REGRESSION: "bold red", Verdict.IMPROVEMENT: "bold green",
-          Verdict.WITHIN_NOISE: "yellow", Verdict.NOISY: "magenta", Verdict.UNCHANGED: "dim"}
+          Verdict.WITHIN_NOISE: "yellow", Verdict.NOISY: "magenta", Verdict.FAILING: "red",
+          Verdict.UNCHANGED: "dim"}
 
 
 def _delta(d: Delta | None, fmt) -> Text:  # type: ignore[no-untyped-def]
@@ -29,7 +30,8 @@ def build_table(c: Comparison) -> Table:
     h = c.headline
     table = Table(title=f"regressions {h.regressions}, improvements {h.improvements}, "
                         f"unchanged {h.unchanged}, within noise {h.within_noise}"
-                        + (f", too noisy to judge {h.noisy}" if h.noisy else ""))
+                        + (f", too noisy to judge {h.noisy}" if h.noisy else "")
+                        + (f", failing on both sides {h.failing}" if h.failing else ""))
     for col in ("model", "verdict", "compiled", "speedup", "cold", "warm", "breaks",
                 "recompiles", "why"):
         table.add_column(col, overflow="fold")

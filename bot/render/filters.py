@@ -26,8 +26,9 @@ from compilewatch.bot.judge.comparison import (
 DASH = Markup("—")
 _INPUT = re.compile(r"^example_inputs\[(\d+)\]$")
 ICONS = {Verdict.REGRESSION: "🔴", Verdict.IMPROVEMENT: "🟢", Verdict.WITHIN_NOISE: "⚪",
-         Verdict.NOISY: "🌫️", Verdict.UNCHANGED: "·"}
-LABELS = {Verdict.WITHIN_NOISE: "within noise", Verdict.NOISY: "too noisy to judge"}
+         Verdict.NOISY: "🌫️", Verdict.FAILING: "✖️", Verdict.UNCHANGED: "·"}
+LABELS = {Verdict.WITHIN_NOISE: "within noise", Verdict.NOISY: "too noisy to judge",
+          Verdict.FAILING: "failing on both sides"}
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,12 @@ def reasons(row: ModelRow) -> list[Reason]:
     """Why a row is in the flagged table, most important first."""
     out: list[Reason | None] = []
     acc = row.accuracy
-    if acc is not None and (acc.verdict is not Verdict.UNCHANGED or acc.base != acc.head):
+    if row.verdict is Verdict.FAILING:
+        lines = (row.head_error or "").strip().splitlines()
+        out.append(Reason(Markup("fails on both sides (head: {})").format(
+            row.head_category.replace("_", " ")), lines[-1:], kind="accuracy",
+            items_label="error"))
+    elif acc is not None and (acc.verdict is not Verdict.UNCHANGED or acc.base != acc.head):
         exp = f" (baseline expects {acc.expected})" if acc.expected else ""
         out.append(Reason(Markup(f"accuracy {acc.base} → {acc.head}{exp}"), kind="accuracy"))
     compiled = "compiled time (launch-bound)" if row.launch_bound else "compiled time"

@@ -28,6 +28,9 @@ def _all_skipped(n: int = 7):  # type: ignore[no-untyped-def]
     ([model_result("a", category=Category.PACKAGE_MISSING, error="skipped: package not "
                    "installed: timm")], True),
     ([model_result("a", category=Category.INFRA, error="could not start a worker")], True),
+    # the factory raised before anything was compiled (e.g. CUDA unusable in the worker)
+    ([model_result("a", category=Category.BUILD_ERROR, error="Cannot re-initialize CUDA")],
+     True),
     ([model_result("a", category=Category.UNSUPPORTED), model_result("b")], False),
     ([model_result("a", accuracy_passed=False)], False),  # measured, found a failure
     ([model_result("a", category=Category.COMPILE_ERROR, error="boom")], False),

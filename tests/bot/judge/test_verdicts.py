@@ -230,3 +230,34 @@ def test_an_unfinished_run_is_said():
     assert any("the head run did not finish" in n and "1 model(s)" in n for n in c.notes)
     assert not any("did not finish" in n for n in _cmp([model_result("a")],
                                                        [model_result("a")]).notes)
+
+
+@pytest.mark.parametrize(("base_cat", "head_cat", "verdict"), [
+    (Category.BUILD_ERROR, Category.BUILD_ERROR, Verdict.FAILING),
+    (Category.COMPILE_ERROR, Category.CRASH, Verdict.FAILING),
+    (Category.TIMEOUT, Category.TIMEOUT, Verdict.FAILING),
+    (Category.OK, Category.BUILD_ERROR, Verdict.REGRESSION),
+    (Category.BUILD_ERROR, Category.OK, Verdict.IMPROVEMENT),
+])
+def test_a_model_failing_on_both_sides_is_not_called_unchanged(base_cat, head_cat, verdict):
+    """Neither side has a number: "unchanged" would claim a comparison that never happened,
+    and the headline counts such models apart; a baseline that expects the failure makes it
+    unchanged again."""
+    def side(cat: Category, seed: int):  # type: ignore[no-untyped-def]
+        return model_result("m", seed=seed, category=cat,
+                            error=None if cat is Category.OK else "RuntimeError: no CUDA")
+    c = _cmp([side(base_cat, 1), model_result("ok", seed=1)],
+             [side(head_cat, 2), model_result("ok", seed=2)])
+    row = next(r for r in c.rows if r.model == "m")
+    assert row.verdict is verdict
+    assert c.headline.failing == (verdict is Verdict.FAILING)
+    assert c.headline.unchanged + c.headline.within_noise + c.headline.noisy == 1  # "ok"
+    if verdict is Verdict.FAILING:
+        assert not row.gating and not c.gating_regression
+        from compilewatch.bot.render.filters import reasons
+        why = reasons(row)[0]
+        assert "fails on both sides" in why.label and why.items == ["RuntimeError: no CUDA"]
+        ident = ("micro", "m", "cpu-default-float32-auto")
+        known = Baseline({ident: Expected(accuracy=row.accuracy.head)})
+        again = _cmp([side(base_cat, 1)], [side(head_cat, 2)], baseline=known)
+        assert again.rows[0].verdict is Verdict.UNCHANGED and again.headline.failing == 0
