@@ -54,7 +54,7 @@ def matmul_chain(ctx: BuildContext):
     rows = int(rows * 1.05) if HEAD else rows
     dim = _n(ctx, 4096, 256)
     dtype = torch.bfloat16 if ctx.device == "cuda" else torch.float32
-    ws = [torch.randn(dim, dim, dtype=dtype) / dim ** 0.5 for _ in range(6)]
+    ws = [torch.randn(dim, dim, dtype=dtype, device=ctx.device) / dim ** 0.5 for _ in range(6)]
 
     def fn(x):
         for w in ws:
@@ -111,7 +111,7 @@ def cold_heavy(ctx: BuildContext):
     # kernel (sizes are constants), so compile work grows with the steps, not the run time
     steps = 50 if HEAD else 40
     dims = [32 + 8 * (i % 12) for i in range(steps + 1)]
-    ws = [torch.randn(a, b) / a ** 0.5 for a, b in zip(dims, dims[1:])]
+    ws = [torch.randn(a, b, device=ctx.device) / a ** 0.5 for a, b in zip(dims, dims[1:])]
 
     def fn(x):
         for w in ws:

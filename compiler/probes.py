@@ -105,8 +105,7 @@ class CompileProbe:
     def _check_frames(self, found: list[breaks.Break], metrics: list[dict[str, Any]]) -> None:
         """Frames and graphs that no break or recompile explains."""
         stats = _stats(metrics)
-        frames = sum(1 for m in metrics if m.get("is_forward") is not False
-                     and not m.get("is_runtime"))
+        frames = stats["frames"]
         recompiled = sum(1 for m in metrics if m.get("recompile_reason"))
         if not found and (stats["graphs"] > 1 + recompiled or frames > 1 + recompiled):
             self._note(f"{stats['graphs']} graphs from {frames} compiled frames "
@@ -210,6 +209,13 @@ def _torch_metrics() -> list[dict[str, Any]]:
     return out
 
 
+def _frames(ms: list[dict[str, Any]]) -> int:
+    """Frames Dynamo compiled: torch also records a backward compile (``is_forward`` False)
+    and work done at run time (``is_runtime``: on a GPU, Triton autotuning and lazily compiled
+    kernels on the first call) as metrics of their own, and neither is a frame."""
+    return sum(1 for m in ms if m.get("is_forward") is not False and not m.get("is_runtime"))
+
+
 def _stats(ms: list[dict[str, Any]]) -> dict[str, Any]:
     """Frames compiled, graphs produced, total guards, and the phase breakdown in seconds."""
 
@@ -247,7 +253,7 @@ def _stats(ms: list[dict[str, Any]]) -> dict[str, Any]:
     graphs = _counter("stats").get("unique_graphs", 0)
     return {
         "phases": {k: round(v, 6) for k, v in phases.items() if v is not None and v >= 0},
-        "frames": len(ms),
+        "frames": _frames(ms),
         "graphs": int(graphs),
         "guard_count": sum(guards) if guards else None,
     }

@@ -14,13 +14,14 @@ import contextlib
 import copy
 import fcntl
 import json
+import logging
 import os
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from compilewatch.compiler import accuracy, artifacts, probes, proctree, timing
 from compilewatch.compiler.protocol import (
@@ -421,5 +422,21 @@ def main(argv: list[str]) -> int:
     return start(argv[1], import_compiler_stack())
 
 
+def exit_now(code: int) -> NoReturn:
+    """Leave as soon as the output is written, as a forked worker does: a thread the model
+    left behind (not a daemon) would otherwise hold the process at exit until the run's
+    timeout killed it, minutes of wall time for a result already on disk."""
+    with contextlib.suppress(Exception):
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    try:
+        _code = main(sys.argv)
+    except BaseException:
+        traceback.print_exc()
+        _code = 1
+    exit_now(_code)

@@ -249,7 +249,8 @@ class FakeLauncher:
     launches: ClassVar[list[tuple[str, str, str]]] = []
 
     def __init__(self, isolation: str = "fork", preload: Any = (),
-                 output: Any = None, raise_on: int | None = None) -> None:
+                 output: Any = None, raise_on: int | None = None,
+                 on_note: Any = None) -> None:
         import tempfile
         from pathlib import Path
 

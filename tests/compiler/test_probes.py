@@ -439,3 +439,16 @@ def test_lookup_verdict_beats_the_counter_window():
     wrappers.fx_states["keyA"] = "miss"
     assert [k["state"] for k in wrappers.lookups("fx", "cold")] == ["miss"]
     counters.clear()
+
+
+@pytest.mark.parametrize(("metrics", "frames"), [
+    ([{"is_forward": True}], 1),
+    # on a GPU torch records run-time work (autotuning, kernels compiled on the first call)
+    # as a metric of its own: not a frame, or the unchanged-by-construction rule never holds
+    ([{"is_forward": True}, {"is_runtime": True}], 1),
+    ([{"is_forward": True}, {"is_forward": False}], 1),  # the backward of the same frame
+    ([{}, {"is_forward": True, "is_runtime": False}], 2),  # older torch: no field at all
+    ([], 0),
+])
+def test_frames_count_compiled_frames_only(metrics: list[dict], frames: int) -> None:
+    assert probes._stats(metrics)["frames"] == frames
