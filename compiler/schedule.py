@@ -290,6 +290,24 @@ class Loop:
 
     # --- the unchanged-by-construction rule ------------------------------------------------
 
+    def _first_cold_done(self, key: Ident) -> None:
+        """Plan the rest of a model once each side's first cold compile is in. With two sides
+        (and not ``measure_all``) a side waits for its partner's, so that nothing more is
+        spent on a model found unchanged by construction; the pair's first cold compiles run
+        side by side, so the wait is short."""
+        sts = [st for s in self.sides if (st := self.states.get((s, key))) is not None
+               and not st.done]
+        pairs = len(self.sides) == 2 and not self.settings.measure_all
+        if pairs and any(not st.outputs.cold for st in sts):
+            return
+        for st in sts:
+            if st.outputs.cold and not st.planned:
+                self._plan_rest(st)
+        self._maybe_skip_timing(key)
+        for st in sts:  # the partner that waited may have nothing more to run
+            if st.planned and st.pending == 0 and not st.done:
+                self._finish(st)
+
     def _maybe_skip_timing(self, key: Ident) -> None:
         """With both sides' first cold compile done: skip what cannot differ."""
         if self.settings.measure_all or len(self.sides) != 2:
@@ -402,8 +420,7 @@ class Loop:
             st.outputs.cold.append(output)  # the first cold process always ends first
             if task.index == 1:
                 st.outputs.trace = self._keep_trace(st)
-                self._plan_rest(st)
-                self._maybe_skip_timing(key)
+                self._first_cold_done(key)
         elif task.kind == "timing":
             assert output is not None
             st.outputs.timing.append(output)

@@ -89,6 +89,30 @@ def test_the_same_compiled_code_on_both_sides_is_not_timed(
         assert b.latency.processes == 2 and b.latency.process_sizes == [3, 3]
 
 
+def test_nothing_more_runs_for_a_model_until_both_first_cold_compiles_are_in(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU runner base's first cold compile of ``a`` ends well before head's: its other
+    cold compiles and its timing wait, so a model found unchanged by construction costs two
+    processes, not the timing lane's time as well. Model b (head differs) is measured fully."""
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        if name.startswith("head") and spec.phase == "cold":
+            time.sleep(0.3)
+        key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
+        return worker_output(spec, fx_key=key)
+
+    _fake(monkeypatch, output=output)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
+    sides = [Side("base", jobs[:2], opts), Side("head", jobs[:2], opts)]
+    runs = measure(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
+                                       timing_ahead=2))
+    assert sorted(x for x in FakeLauncher.launches if x[1] == "a") == [
+        ("base", "a", "cold"), ("head", "a", "cold")]
+    b = [(s, p) for s, m, p in FakeLauncher.launches if m == "b"]
+    assert b.count(("base", "cold")) == b.count(("head", "cold")) == 3
+    assert b.count(("base", "warm")) == b.count(("head", "warm")) == 3
+    assert all(r.result.status is Status.PASS for side in runs.values() for r in side)
+
+
 def test_a_different_environment_is_always_timed(jobs: list[Job],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(monkeypatch)
