@@ -158,7 +158,8 @@ class Config(_Model):
 
 
 class Interval(_Model):
-    """A point estimate with its confidence interval (bootstrap, ``confidence`` level)."""
+    """A point estimate with its confidence interval (``confidence`` level): for a speedup, the
+    geometric mean of the timing processes' medians with a t-interval from their spread."""
 
     value: float
     ci_low: float
@@ -420,7 +421,7 @@ class HostCheck(_Model):
     workload (and, on CUDA, of a fixed GPU workload) over repeats. Stored with the run; a
     verdict whose interval the noise makes meaningless says so instead of judging."""
 
-    cpu_spread: float = Field(ge=0)  # (max - min) / median of the CPU workload's times
+    cpu_spread: float = Field(ge=0)  # (p90 - p10) / median of the CPU workload's times
     gpu_spread: float | None = Field(None, ge=0)
     noisy: bool = False
     detail: Short | None = None
