@@ -225,7 +225,9 @@ def main() -> None:
                          for s in ("base", "head")})
             walls.append(took)
             print(f"repeat {i + 1}: {took:.0f} s", file=sys.stderr, flush=True)
-        print(report(comparisons, runs, walls))
+            # the report so far after every repeat: a run stopped by a time limit keeps them
+            print(f"## after {i + 1} of {args.repeats} repeats\n\n"
+                  f"{report(comparisons, runs, walls)}\n", flush=True)
 
 
 if __name__ == "__main__":
