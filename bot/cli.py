@@ -500,7 +500,18 @@ def compare_cmd(**kwargs: Any) -> None:
     if kwargs["fmt"] == "html" and kwargs["out"] is None and _stdout_is_terminal():
         raise UsageError("--format html writes a whole page: pass --out report.html and open "
                          "it in a browser (or pipe the output to a file)")
-    compare_command(**kwargs)
+    from compilewatch.core.errors import RegressionFound
+
+    def wrote() -> None:
+        if kwargs["out"] is not None:
+            click.echo(f"wrote {kwargs['out']}", err=True)
+
+    try:
+        compare_command(**kwargs)
+    except RegressionFound:
+        wrote()  # the output is written before a gating regression exits 1
+        raise
+    wrote()
 
 
 @main.group("baseline")

@@ -33,6 +33,7 @@ def test_clean_compare_exits_0_and_writes_the_format(sides, tmp_path):
              "--fail-on-regression", "--repo", str(tmp_path))
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["gating_regression"] is False
+    assert f"wrote {out}" in r.stderr and r.stdout == ""  # the page went to the file only
 
 
 def test_gating_regression_exits_1_only_when_asked_and_after_writing(sides, tmp_path):
@@ -43,6 +44,7 @@ def test_gating_regression_exits_1_only_when_asked_and_after_writing(sides, tmp_
     r = _run("compare", str(base), str(slow), "--out", str(out), "--fail-on-regression",
              "--repo", str(tmp_path))
     assert r.exit_code == 1 and "gating regression: m" in r.output
+    assert f"wrote {out}" in r.stderr
     assert out.read_text().startswith("<!-- compilewatch:pr-comment -->")
 
 
