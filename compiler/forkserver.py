@@ -163,8 +163,9 @@ class ForkServer:
     """One server per interpreter and base environment; ``launch`` returns a forked child."""
 
     def __init__(self, python: str, env: dict[str, str], log: Path,
-                 preload: list[str] | None = None) -> None:
+                 preload: list[str] | None = None, needs_cuda: bool = True) -> None:
         self.env = dict(env)
+        self.needs_cuda = needs_cuda
         self._log = open(log, "ab")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(
             [python, "-m", "compilewatch.compiler.forkserver", *(preload or [])],
@@ -191,7 +192,11 @@ class ForkServer:
         if not hello.get("ready"):
             self.close()
             raise ForkServerError("the fork server did not start (see its log)")
-        if hello.get("cuda_initialized") or hello.get("fork_poisoned"):
+        # Only a child that uses CUDA minds: with torch's CUDA build on a machine without a
+        # driver, Inductor's import asks the driver for the device count (NVML is missing
+        # too), which marks every forked child "bad fork" though no child of a CPU run will
+        # ever touch CUDA.
+        if self.needs_cuda and (hello.get("cuda_initialized") or hello.get("fork_poisoned")):
             self.close()
             raise ForkServerError("importing the compiler stack touched CUDA, so a forked "
                                   "child could not use it")

@@ -155,8 +155,10 @@ class Launcher:
     """
 
     def __init__(self, isolation: Isolation = "fork", preload: Iterable[str] = (),
-                 on_note: Callable[[str], None] = lambda _: None) -> None:
+                 on_note: Callable[[str], None] = lambda _: None,
+                 needs_cuda: bool = True) -> None:
         self.isolation = isolation
+        self.needs_cuda = needs_cuda  # a fork server that touched CUDA is refused only then
         self.on_note = on_note
         self.preload = sorted(set(preload))
         self.redact = Redactor()
@@ -224,7 +226,8 @@ class Launcher:
                     # the server never compiles, but torch may touch its cache dir on import:
                     # one of the run's own, not the user's default
                     own = {"TORCHINDUCTOR_CACHE_DIR": str(self.workdir(f"forkserver-{n}"))}
-                    self._servers[key] = ForkServer(python, {**env, **own}, log, self.preload)
+                    self._servers[key] = ForkServer(python, {**env, **own}, log, self.preload,
+                                                    needs_cuda=self.needs_cuda)
                 except (ForkServerError, OSError) as e:
                     self._note(f"fork server unavailable, workers spawned: {e}")
                     self._servers[key] = None

@@ -41,7 +41,7 @@ def verify_artifact(job: Job, artifact: Path, opts: RunOptions,
     """Load ``artifact`` for ``job`` in a fresh process on an empty cache dir; the outcome and
     why the artifact is refused (``artifacts.judge``; None: verified). The nightly makes the
     same check on each artifact it saves."""
-    with Launcher(isolation) as launcher:
+    with Launcher(isolation, needs_cuda=job.config.device == "cuda") as launcher:
         cache = launcher.workdir("verify") / "inductor-cache"
         spec = WorkerSpec(suite=job.suite.source, model=job.spec.name, config=job.config,
                           phase="warm_start", large=job.config.device == "cuda",

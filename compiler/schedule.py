@@ -583,7 +583,8 @@ def measure(sides: Sequence[Side], settings: LoopSettings = LoopSettings(),
     def note(text: str) -> None:
         on_event(Event("note", "", None, text))
 
-    with Launcher(settings.isolation, preload, on_note=note) as launcher:
+    needs_cuda = any(j.config.device == "cuda" for side in sides for j in side.jobs)
+    with Launcher(settings.isolation, preload, on_note=note, needs_cuda=needs_cuda) as launcher:
         for side in sides:
             launcher.prepare(side.opts.python or _executable(),
                              worker_env(Path(), side.opts.extra_env))

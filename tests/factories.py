@@ -250,7 +250,7 @@ class FakeLauncher:
 
     def __init__(self, isolation: str = "fork", preload: Any = (),
                  output: Any = None, raise_on: int | None = None,
-                 on_note: Any = None) -> None:
+                 on_note: Any = None, needs_cuda: Any = True) -> None:
         import tempfile
         from pathlib import Path
 

@@ -4,6 +4,7 @@ it spawned its workers instead (a CPU stand-in for an import that poisons fork o
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,11 +30,24 @@ def test_a_server_whose_imports_poison_fork_is_refused(tmp_path):
         ForkServer(sys.executable, _env(tmp_path), tmp_path / "log", ["poisons_fork"])
 
 
+def _stack_poisons_fork(tmp_path: Path) -> bool:
+    """Whether importing the compiler stack alone marks forked children "bad fork" here (torch's
+    CUDA build on a machine without a driver: Inductor's import asks the driver)."""
+    code = ("from compilewatch.compiler import forkserver, worker\n"
+            "worker.import_compiler_stack()\nprint(forkserver._fork_poisoned())\n")
+    out = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True,
+                         text=True, timeout=300, check=True)
+    return out.stdout.strip().endswith("True")
+
+
 @pytest.mark.slow
 def test_the_run_is_told_when_its_workers_are_spawned_instead(tmp_path):
     (tmp_path / "poisons_fork.py").write_text(POISON)
     (tmp_path / "harmless.py").write_text("import torch\n")
-    for preload, expect_note in ((["poisons_fork"], True), (["harmless"], False)):
+    cases = [(["poisons_fork"], True)]
+    if not _stack_poisons_fork(tmp_path):  # else even a harmless import is refused, rightly
+        cases.append((["harmless"], False))
+    for preload, expect_note in cases:
         notes: list[str] = []
         with Launcher("fork", preload, on_note=notes.append) as launcher:
             launcher.prepare(sys.executable, _env(tmp_path))
@@ -41,6 +55,24 @@ def test_the_run_is_told_when_its_workers_are_spawned_instead(tmp_path):
         assert len(notes) == int(expect_note), (preload, notes)
         if expect_note:
             assert "workers spawned" in notes[0] and "touched CUDA" in notes[0]
+
+
+@pytest.mark.slow
+def test_a_cpu_run_keeps_its_fork_server_whatever_the_imports_did(tmp_path):
+    """torch's CUDA build on a machine without a driver: Inductor's import asks the driver for
+    the device count, which marks forked children "bad fork". No child of a CPU run touches
+    CUDA, so that run keeps forking rather than paying every worker's imports."""
+    (tmp_path / "poisons_fork.py").write_text(POISON)
+    server = ForkServer(sys.executable, _env(tmp_path), tmp_path / "log", ["poisons_fork"],
+                        needs_cuda=False)
+    try:
+        assert server.alive
+    finally:
+        server.close()
+    notes: list[str] = []
+    with Launcher("fork", ["poisons_fork"], on_note=notes.append, needs_cuda=False) as launcher:
+        launcher.prepare(sys.executable, _env(tmp_path))
+    assert notes == []
 
 
 def test_the_worker_environment_asks_nvml_not_the_driver():
