@@ -157,6 +157,7 @@ class _Task:
     job: Job = field(compare=False)
     kind: Kind = field(compare=False)
     index: int = field(compare=False)
+    timing: bool = field(compare=False, default=False)  # in the timing lane (the device lock)
 
 
 @dataclass
@@ -249,7 +250,7 @@ class Loop:
             priority = (st.order + index - 1, stage, index, next(self._seq))
         else:
             priority = (st.order, stage, index, rank, next(self._seq))
-        task = _Task(priority, st.side.name, st.job, kind, index)
+        task = _Task(priority, st.side.name, st.job, kind, index, timing)
         heapq.heappush(self.timing_queue if timing else self.compile_queue, task)
         st.pending += 1
 
@@ -334,10 +335,9 @@ class Loop:
 
     # --- running ---------------------------------------------------------------------------
 
-    def _spec(self, st: _JobState, kind: Kind, index: int) -> tuple[WorkerSpec, Path]:
-        opts, job = st.side.opts, st.job
+    def _spec(self, st: _JobState, task: _Task) -> tuple[WorkerSpec, Path]:
+        opts, job, kind, index, times = st.side.opts, st.job, task.kind, task.index, task.timing
         phase: Phase = "warm" if kind == "timing" else kind
-        times = kind == "timing" or self._times_in_cold(st.side.name, kind, index)
         first_timing = (kind == "timing" and index == 1) or (times and kind == "cold")
         pin = opts.pin_cpus if times else self._compile_cpus(opts)
         lock = str(self.launcher.root / "device.lock") if times and self.settings.overlap \
@@ -374,7 +374,7 @@ class Loop:
 
     def _run(self, task: _Task) -> tuple[_Task, WorkerOutput | None, float]:
         st = self.states[(task.side, ident(task.job))]
-        spec, cache_dir = self._spec(st, task.kind, task.index)
+        spec, cache_dir = self._spec(st, task)
         name = f"{task.side}-{task.job.suite.name}-{task.job.spec.name}-{task.job.config.slug}" \
                f"-{task.kind}{task.index}"
         if task.kind == "warm_start":
@@ -505,10 +505,9 @@ class Loop:
         if head is None:
             return None
         if not self.settings.overlap:
-            timing = head in self.timing_queue
-            if not self._can_start(timing):
+            if not self._can_start(head.timing):
                 return None
-            queue = self.timing_queue if timing else self.compile_queue
+            queue = self.timing_queue if head.timing else self.compile_queue
             queue.remove(head)
             heapq.heapify(queue)
             return head
@@ -526,13 +525,11 @@ class Loop:
             try:
                 while self.compile_queue or self.timing_queue or running:
                     while (task := self._next()) is not None:
-                        timing = task.kind == "timing" or self._times_in_cold(
-                            task.side, task.kind, task.index)
-                        if timing:
+                        if task.timing:
                             self.running_timing += 1
                         else:
                             self.running_compiles += 1
-                        running[pool.submit(self._run, task)] = timing
+                        running[pool.submit(self._run, task)] = task.timing
                     if not running:
                         break
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)

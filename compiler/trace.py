@@ -124,11 +124,6 @@ class Capture:
         torch_s = max(0.0, (_torch_overhead_s() or 0.0) - (self._overhead_base or 0.0))
         return torch_s + self._collector.outside_s + self.rehash_s
 
-    @property
-    def trace_file(self) -> str | None:
-        stream = getattr(self._file, "stream", None)
-        return getattr(stream, "name", None)
-
     def all_notes(self) -> list[str]:
         return [*self.notes, *self._collector.failures]
 
