@@ -12,11 +12,8 @@ verdict, a quiet one gets a tighter band.
 
 from __future__ import annotations
 
-import math
-import statistics
 import sys
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +29,7 @@ from compilewatch.bot.measuring import (
 )
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
+from compilewatch.core import estimates
 from compilewatch.core.estimates import Prior
 from compilewatch.core.schema import ModelResult, RunResults, Status
 from compilewatch.db import connect, save_noise_bands, store_runs
@@ -53,14 +51,6 @@ class CalibrateRequest:
     measure: MeasureOptions = field(default_factory=MeasureOptions)
 
 
-def _sd(logs: Sequence[float]) -> Prior | None:
-    return Prior(statistics.stdev(logs), len(logs) - 1) if len(logs) >= 2 else None
-
-
-def _logs(xs: Sequence[float]) -> list[float]:
-    return [math.log(x) for x in xs if x > 0]
-
-
 def bands_of(result: ModelResult) -> dict[str, Prior]:
     """The noise bands one result's processes show (metrics with fewer than two processes are
     left out)."""
@@ -69,12 +59,12 @@ def bands_of(result: ModelResult) -> dict[str, Prior]:
     out: dict[str, Prior | None] = {}
     if result.latency is not None:
         per = result.latency.per_process()
-        out["compiled_time"] = _sd(_logs([statistics.median(c) for _, c in per if c]))
-        out["compiled_time_normalised"] = _sd(_logs([
-            statistics.median([c / e for e, c in zip(eager, comp, strict=False) if e > 0])
-            for eager, comp in per if comp]))
-    out["cold_compile"] = _sd(_logs(result.compile.cold_samples_s))
-    out["warm_compile"] = _sd(_logs(result.compile.warm_samples_s))
+        out["compiled_time"] = estimates.spread([c for _, c in per])
+        out["compiled_time_normalised"] = estimates.spread([
+            [c / e for e, c in zip(eager, comp, strict=False) if e > 0] for eager, comp in per])
+    # one compile sample a process
+    out["cold_compile"] = estimates.spread([[x] for x in result.compile.cold_samples_s])
+    out["warm_compile"] = estimates.spread([[x] for x in result.compile.warm_samples_s])
     return {k: v for k, v in out.items() if v is not None}
 
 

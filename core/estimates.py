@@ -94,6 +94,15 @@ def _pooled_var(sides: Sequence[Sequence[float]]) -> tuple[float, int]:
     return (ss / df if df else 0.0), df
 
 
+def spread(groups: Groups) -> Prior | None:
+    """The between-process SD of the log medians (``groups[i]``: process i's samples), the
+    noise a verdict's interval pools; ``calibrate`` stores it as a model's band. None with
+    fewer than two processes."""
+    logs = [m for g in groups if (m := _log_median(g)) is not None]
+    var, df = _pooled_var([logs])
+    return Prior(math.sqrt(var), df) if df else None
+
+
 def _combine(var: float, df: int, prior: Prior | None) -> tuple[float, int]:
     if prior is None or prior.df <= 0:
         return var, df

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import numpy as np
 import pytest
@@ -247,3 +248,24 @@ def test_calibrated_noise_replaces_the_default_band():
 def test_geomean():
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
     assert geomean([]) is None
+
+
+def test_spread_is_the_noise_the_interval_pools() -> None:
+    """``spread`` (what calibrate stores) is the between-process SD of log medians, the same
+    quantity ``ratio`` pools: with it as the only evidence, the interval's SD matches."""
+    from compilewatch.core.estimates import spread
+
+    rng = random.Random(5)
+    procs = []
+    for _ in range(6):  # a process effect of 5%, samples within a process 1% apart
+        level = 100 * math.exp(rng.gauss(0.0, 0.05))
+        procs.append([level * math.exp(rng.gauss(0.0, 0.01)) for _ in range(9)])
+    band = spread(procs)
+    assert band is not None and band.df == 5
+    logs = [math.log(statistics.median(p)) for p in procs]
+    assert band.sd == pytest.approx(statistics.stdev(logs))
+    est = ratio(tuple(map(tuple, procs[:3])), tuple(map(tuple, procs[3:])))
+    base, head = spread(procs[:3]), spread(procs[3:])
+    assert est is not None and base is not None and head is not None
+    assert est.sd == pytest.approx(math.sqrt((base.sd ** 2 + head.sd ** 2) / 2))
+    assert spread([[1.0]]) is None and spread([[], [2.0]]) is None  # fewer than two processes
