@@ -215,23 +215,32 @@ def _where(b: GraphBreak) -> str:
 
 
 def _key(reason: str) -> str:
-    """What makes two reasons the same break: the text without addresses or the place (a PR
-    that moves a break down a few lines has not added one)."""
-    return _SPACE.sub(" ", _ADDRESS.sub("0x…", _TAGS.sub("", reason))).strip()
+    """What makes two reasons the same: the text without addresses. A break's place is not
+    part of it (a PR that moves a break down a few lines has not added one)."""
+    return _SPACE.sub(" ", _ADDRESS.sub("0x…", reason)).strip()
 
 
-_TAGS = re.compile(r" \[(?:GB\d+(?:, )?)?(?:at [^\]]*)?\]$")
+# a reason as (what makes it the same on both sides, how it is shown)
+Reason = tuple[str, str]
 
 
-def _new(base: list[str], head: list[str]) -> tuple[list[str], list[str]]:
-    bk, hk = {_key(r) for r in base}, {_key(r) for r in head}
-    new = list(dict.fromkeys(r for r in head if _key(r) not in bk))
-    gone = list(dict.fromkeys(r for r in base if _key(r) not in hk))
+def _breaks(result: ModelResult) -> list[Reason]:
+    return [(_key(b.reason), _where(b)) for b in result.graph_breaks]
+
+
+def _recompiles(result: ModelResult) -> list[Reason]:
+    return [(_key(r.reason), r.reason) for r in result.recompiles]
+
+
+def _new(base: list[Reason], head: list[Reason]) -> tuple[list[str], list[str]]:
+    bk, hk = {k for k, _ in base}, {k for k, _ in head}
+    new = list(dict.fromkeys(shown for k, shown in head if k not in bk))
+    gone = list(dict.fromkeys(shown for k, shown in base if k not in hk))
     return new, gone
 
 
 def _counts(base: int, head: int, expected: int | None, t: MetricThreshold,
-            reasons: tuple[list[str], list[str]]) -> CountDelta:
+            reasons: tuple[list[Reason], list[Reason]]) -> CountDelta:
     ref = base if expected is None else expected
     verdict = Verdict.UNCHANGED
     if head > ref + t.regression:
@@ -281,11 +290,10 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
     compiled, eager, speedup = _timings(b, h, judge) if both else (None, None, None)
     gb = rc = None
     if both:
-        gb = _counts(b.break_count, h.break_count, exp.graph_breaks,
-                     t.graph_breaks, ([_where(x) for x in b.graph_breaks],
-                                      [_where(x) for x in h.graph_breaks]))
+        gb = _counts(b.break_count, h.break_count, exp.graph_breaks, t.graph_breaks,
+                     (_breaks(b), _breaks(h)))
         rc = _counts(len(b.recompiles), len(h.recompiles), exp.recompiles, t.recompiles,
-                     ([x.reason for x in b.recompiles], [x.reason for x in h.recompiles]))
+                     (_recompiles(b), _recompiles(h)))
     # A compile on a reused cache dir is not a cold compile: no verdict against a real one.
     really_cold = b.compile.cache_dir_was_empty and h.compile.cache_dir_was_empty
     concurrent = b.compile.cold_concurrent and h.compile.cold_concurrent

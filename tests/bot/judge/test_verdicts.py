@@ -261,3 +261,23 @@ def test_a_model_failing_on_both_sides_is_not_called_unchanged(base_cat, head_ca
         known = Baseline({ident: Expected(accuracy=row.accuracy.head)})
         again = _cmp([side(base_cat, 1)], [side(head_cat, 2)], baseline=known)
         assert again.rows[0].verdict is Verdict.UNCHANGED and again.headline.failing == 0
+
+
+def test_a_break_that_moved_is_not_new_and_is_shown_where_it_is_now():
+    """Same reason, another line (the PR added code above it): not a new break. A break of
+    another kind at the same place is; each is shown with its id and place."""
+    from compilewatch.core.schema import GraphBreak
+
+    def with_breaks(seed: int, *breaks: GraphBreak):  # type: ignore[no-untyped-def]
+        r = model_result("m", seed=seed)
+        return r.model_copy(update={"graph_breaks": list(breaks)})
+
+    item = "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+    base = [with_breaks(1, GraphBreak(reason=item, gb_id="GB0124", location="models.py:10"))]
+    head = [with_breaks(2, GraphBreak(reason=item, gb_id="GB0124", location="models.py:14"),
+                        GraphBreak(reason="Data-dependent branching", gb_id="GB0170",
+                                   location="models.py:14"))]
+    row = _cmp(base, head).rows[0]
+    assert row.graph_breaks.new_reasons == [
+        "Data-dependent branching [GB0170, at models.py:14]"]
+    assert row.graph_breaks.gone_reasons == []
