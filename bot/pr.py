@@ -9,9 +9,13 @@ that machine drift hits both sides alike.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import json
 import os
 import shutil
+import stat
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -45,8 +49,9 @@ from compilewatch.bot.outcome import check_something_measured
 from compilewatch.bot.outdir import DIAGNOSTICS, OUT_FILES
 from compilewatch.bot.render.formats import render
 from compilewatch.compiler.plan import Job, plan_jobs
+from compilewatch.compiler.processes import base_env
 from compilewatch.compiler.schedule import JobRun, Side
-from compilewatch.core.errors import UsageError
+from compilewatch.core.errors import SuiteError, UsageError
 from compilewatch.core.schema import (
     Environment,
     HostCheck,
@@ -55,8 +60,12 @@ from compilewatch.core.schema import (
     save_results,
 )
 from compilewatch.db import store_runs
-from compilewatch.suites.loader import Suite, load_suite
+from compilewatch.suites import listing
+from compilewatch.suites.loader import BUILTIN, Suite, load_suite
 from compilewatch.suites.names import unmatched_models
+
+LISTING_TIMEOUT_S = 300.0  # importing a suite imports torch, and maybe transformers
+MAX_LISTING_BYTES = 4 * 1024 * 1024
 
 SideName = Literal["base", "head"]
 SIDES: tuple[SideName, SideName] = ("base", "head")
@@ -103,10 +112,48 @@ def side_sources(suites: Iterable[str], tree: Path) -> list[str]:
     return suite_sources(chosen, tree)
 
 
-def plan_side(sources: list[str], *, device: str, models: Iterable[str]) -> SidePlan:
-    """Load each suite by its worktree path (a distinct module per side) and expand jobs."""
-    suites: list[Suite] = [load_suite(s) for s in sources]
+def plan_side(sources: list[str], *, device: str, models: Iterable[str],
+              python: str = sys.executable) -> SidePlan:
+    """Each suite of one side (by its worktree path) and its jobs. A built-in suite is ours and
+    loaded here; any other is the PR's code, listed by a process of its own (``list_suite``)."""
+    suites: list[Suite] = [load_suite(s) if s in BUILTIN else list_suite(s, python)
+                           for s in sources]
     return SidePlan(sources, plan_jobs(suites, device=device, models=models, strict=False))
+
+
+def _listing_text(out: Path, source: str) -> str:
+    """The child's answer: a plain file of bounded size (the child ran the PR's code: a link
+    to ``/dev/zero`` or a huge file is refused before a byte is read)."""
+    try:
+        st = out.lstat()
+    except FileNotFoundError:
+        return ""
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_LISTING_BYTES:
+        raise SuiteError(f"listing the models of {source} gave an answer that is not a plain "
+                         f"file of at most {MAX_LISTING_BYTES} bytes")
+    return out.read_text(encoding="utf-8", errors="replace")
+
+
+def list_suite(source: str, python: str = sys.executable) -> Suite:
+    """The PR's suite, imported in a child with the workers' allow-listed environment (its
+    module-level code must not see the job's credentials); its answer is checked."""
+    with tempfile.TemporaryDirectory(prefix="compilewatch-listing-") as tmp:
+        out = Path(tmp) / "listing.json"
+        try:
+            proc = subprocess.run([python, "-m", "compilewatch.suites.listing", source, str(out)],
+                                  env=base_env(), cwd=tmp, capture_output=True, text=True,
+                                  timeout=LISTING_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise SuiteError(f"listing the models of {source} failed: {e}") from None
+        text = _listing_text(out, source)
+    if not text:
+        raise SuiteError(f"listing the models of {source} failed (exit {proc.returncode}): "
+                         f"{proc.stderr[-2000:]}")
+    with contextlib.suppress(ValueError):
+        answer = json.loads(text)
+        if isinstance(answer, dict) and set(answer) == {"error"}:
+            raise SuiteError(str(answer["error"])[:4000])
+    return listing.read(source, text)
 
 
 def check_models_matched(plans: Iterable[SidePlan], models: Iterable[str]) -> None:
@@ -220,7 +267,7 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
         # whose artifacts may be loaded: the base checkout says, never the PR's own files
         keys = load_project_config(trees["base"]).cache_public_keys
         plans = {s: plan_side(side_sources(req.suites, trees[s]), device=req.measure.device,
-                              models=req.models) for s in SIDES}
+                              models=req.models, python=pythons[s]) for s in SIDES}
         check_models_matched(plans.values(), req.models)
         sides = [Side(s, plans[s].jobs, req.measure.run_options(
             pythons[s], warm_cache=resolve_warm_cache(req.warm_cache, envs[pythons[s]],

@@ -1,0 +1,92 @@
+"""A suite's models, listed by a process of its own.
+
+``python -m compilewatch.suites.listing SOURCE OUT`` imports the suite and writes what planning
+needs of each model (name, tags, mode, dtype, dynamic, devices, requires) to OUT as JSON.
+``pr`` lists a pull request's suites this way, in the workers' allow-listed environment, so a
+suite file's module-level code never runs in the process that holds the job's credentials;
+``read`` checks what comes back as strictly as any other input from a PR.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from compilewatch.core.errors import SuiteError
+from compilewatch.core.schema import Device, DType, Mode
+from compilewatch.suites.loader import Suite, load_suite
+from compilewatch.suites.registry import NAME_RE, ModelSpec
+
+Name = Annotated[str, StringConstraints(pattern=NAME_RE.pattern)]
+Package = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_]\w*)*$",
+                                           max_length=128)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ListedModel(_Strict):
+    name: Name
+    tags: list[Name] = Field(default_factory=list, max_length=32)
+    mode: Mode | dict[Device, Mode] | None = None
+    dtype: DType | None = None
+    dynamic: bool | None = None
+    devices: list[Device] = Field(min_length=1, max_length=8)
+    requires: list[Package] = Field(default_factory=list, max_length=32)
+
+
+class Listing(_Strict):
+    name: Name
+    module: Annotated[str, StringConstraints(max_length=256)]
+    models: list[ListedModel] = Field(min_length=1, max_length=2000)
+
+
+def describe(source: str) -> dict[str, Any]:
+    """The child's side: import the suite and say what it registers."""
+    suite = load_suite(source)
+    return {"name": suite.name, "module": suite.module, "models": [
+        {"name": s.name, "tags": list(s.tags),
+         "mode": dict(s.mode) if isinstance(s.mode, dict) else s.mode, "dtype": s.dtype,
+         "dynamic": s.dynamic, "devices": list(s.devices), "requires": list(s.requires)}
+        for s in suite.models.values()]}
+
+
+def _built_in_the_worker(*_: Any) -> Any:
+    raise SuiteError("a listed model is built by its worker, which imports the suite itself")
+
+
+def read(source: str, text: str) -> Suite:
+    """The parent's side: the child's JSON, checked, as a ``Suite`` whose models plan jobs (a
+    worker imports the suite again to build them)."""
+    try:
+        listing = Listing.model_validate_json(text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SuiteError(f"listing the models of {source} gave an invalid answer: "
+                         f"{where}: {first['msg']}") from None
+    models = {m.name: ModelSpec(name=m.name, factory=_built_in_the_worker,
+                                module=listing.module, tags=tuple(m.tags), mode=m.mode,
+                                dtype=m.dtype, dynamic=m.dynamic, devices=tuple(m.devices),
+                                requires=tuple(m.requires))
+              for m in listing.models}
+    return Suite(name=listing.name, source=source, module=listing.module, models=models)
+
+
+def main(argv: list[str]) -> int:
+    source, out = argv[1], Path(argv[2])
+    try:
+        data: dict[str, Any] = describe(source)
+    except SuiteError as e:
+        data = {"error": str(e)}
+    out.write_text(json.dumps(data), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
