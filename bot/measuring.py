@@ -22,6 +22,7 @@ from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.render.run_table import log_console
 from compilewatch.compiler import schedule
 from compilewatch.compiler.processes import Isolation, base_env
+from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import Event, JobRun, LoopSettings, RunOptions, Side
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import (
@@ -119,12 +120,13 @@ class MeasureOptions:
                           python=python, pin_cpus=r.pin_cpus or (),
                           gpu_warmup_s=0.5 if self.gpu else 0.0, **extra)
 
-    def loop_settings(self, same_environment: bool = True) -> LoopSettings:
+    def loop_settings(self, same_environment: bool = True,
+                      changed: ChangedFiles | None = None) -> LoopSettings:
         r = self.resolved()
         assert r.compile_slots is not None
         return LoopSettings(isolation=r.isolation, compile_slots=r.compile_slots,
                             overlap=self.gpu, measure_all=r.measure_all,
-                            same_environment=same_environment)
+                            same_environment=same_environment, changed=changed)
 
 
 def _cpus() -> set[int]:
@@ -140,7 +142,7 @@ def preload_of(sides: list[Side]) -> list[str]:
 
 
 def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environment: bool = True,
-                  console: Console | None = None,
+                  changed: ChangedFiles | None = None, console: Console | None = None,
                   on_done: Callable[[dict[str, list[JobRun]]], None] | None = None
                   ) -> dict[str, list[JobRun]]:
     """Measure through the one loop with a progress bar; ``on_done`` gets the runs so far of
@@ -176,7 +178,8 @@ def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environmen
             if on_done is not None:
                 on_done(done)
 
-        results = schedule.measure(sides, options.loop_settings(same_environment), on_event,
+        results = schedule.measure(sides, options.loop_settings(same_environment, changed),
+                                   on_event,
                                    preload_of(sides))
         progress.update(bar, description="done", phase="")
     return results

@@ -50,6 +50,7 @@ from compilewatch.bot.outdir import DIAGNOSTICS, OUT_FILES
 from compilewatch.bot.render.formats import render
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.processes import base_env
+from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.core.errors import SuiteError, UsageError
 from compilewatch.core.schema import (
@@ -269,10 +270,12 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
         plans = {s: plan_side(side_sources(req.suites, trees[s]), device=req.measure.device,
                               models=req.models, python=pythons[s]) for s in SIDES}
         check_models_matched(plans.values(), req.models)
+        changed = changed_files(req.repo, refs, trees)
         sides = [Side(s, plans[s].jobs, req.measure.run_options(
             pythons[s], warm_cache=resolve_warm_cache(req.warm_cache, envs[pythons[s]],
                                                       dest=Path(dl) / s, trusted_keys=keys),
-            diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage))
+            diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage,
+            watch_root=trees[s], home_root=req.repo.resolve()))
                  for s in SIDES]
         def results_of(done: dict[str, list[JobRun]], finished: bool = True
                        ) -> dict[SideName, RunResults]:
@@ -288,7 +291,8 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
             for s, run in results_of(done, finished=False).items():
                 save_results(run, req.out / f"{s}.json")
 
-        measured = measure(sides, req.measure, same_environment=same_env, on_done=checkpoint)
+        measured = measure(sides, req.measure, same_environment=same_env, changed=changed,
+                           on_done=checkpoint)
         runs = results_of(measured)
         # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
         noise = noise_bands(req.db_url, runs["base"])
@@ -298,6 +302,14 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
             comparison = compare_with_project(runs["base"], runs["head"], trees["base"],
                                               noise)
     return comparison, runs
+
+
+def changed_files(repo: Path, refs: Refs, trees: dict[str, Path]) -> ChangedFiles:
+    """What the PR changed, for the loop's "reads none of it" rule."""
+    def on_both_sides(directory: str) -> bool:
+        return all((trees[s] / directory).is_dir() for s in SIDES)
+
+    return ChangedFiles.of(gitutil.changed_paths(repo, refs.base, refs.head), on_both_sides)
 
 
 def _git(refs: Refs, side: SideName, repo: Path) -> dict[str, object]:

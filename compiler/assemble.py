@@ -32,11 +32,14 @@ class Outputs:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     timing_skipped: str | None = None
+    scan: WorkerOutput | None = None  # what the model reads of its checkout, when asked
+    compile_skipped: bool = False  # not compiled either: the change touches nothing it reads
     cold_concurrent: bool = False
     trace: str | None = None  # the first cold compile's trace, kept (a relative path)
 
     def all(self) -> list[WorkerOutput]:
-        return [*self.cold, *self.timing, *([self.warm_start] if self.warm_start else [])]
+        return [*([self.scan] if self.scan else []), *self.cold, *self.timing,
+                *([self.warm_start] if self.warm_start else [])]
 
 
 def _status(o: Outputs) -> tuple[Category, str | None]:
@@ -115,6 +118,10 @@ def assemble(base: dict[str, Any], o: Outputs, cache_dir_was_empty: bool) -> Mod
 
 
 def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]:
+    if o.compile_skipped:  # ran (its scan built and ran it) but was not measured
+        return {**base, "status": STATUS_OF[Category.OK], "category": Category.OK,
+                "notes": list(o.notes), "duration_s": o.seconds, "harness_s": _harness(o.all()),
+                "timing_skipped": o.timing_skipped, "compile_skipped": True}
     category, error = _status(o)
     result: dict[str, Any] = {**base, "status": STATUS_OF[category], "category": category,
                               "error": error, "notes": list(o.notes), "duration_s": o.seconds,

@@ -31,7 +31,8 @@ from compilewatch.core.schema import (
 # cold: first compile on an empty cache dir. warm: a new process on a cold process's cache dir,
 # which also times steady state (a "timing process"). warm_start: an empty cache dir with a
 # portable cache artifact loaded first.
-Phase = Literal["cold", "warm", "warm_start"]
+# scan: no compile; what the model reads of its checkout (``compiler/reads.py``).
+Phase = Literal["scan", "cold", "warm", "warm_start"]
 Floats = Annotated[list[Annotated[float, Field(ge=0)]], Field(max_length=100_000)]
 
 
@@ -59,6 +60,8 @@ class WorkerSpec(_Frozen):
     prepare_cpus: tuple[int, ...] = ()  # where the rest runs (off the timing cores)
     device_lock: str | None = None  # a file: one measuring section at a time
     gpu_warmup_s: float = Field(0.0, ge=0)
+    watch_root: str | None = None  # scan: record what is read under this folder (a checkout)
+    home_root: str | None = None  # scan: and count what is read under this one (the user's)
     out: str
     status_file: str
 
@@ -96,6 +99,21 @@ class SavedArtifact(_Frozen):
     unsupported: Text | None = None
 
 
+Paths = Annotated[list[Text], Field(max_length=10_000)]
+
+
+class Reads(_Frozen):
+    """What a scan process read of its checkout: files (paths relative to the checkout's root)
+    and directories listed, by the model or by the import system; ``opaque`` when something
+    it did cannot be seen (a subprocess, say)."""
+
+    files: Paths = Field(default_factory=list)
+    listed: Paths = Field(default_factory=list)
+    import_listed: Paths = Field(default_factory=list)
+    home_files: int = Field(0, ge=0)  # files read from the user's own checkout instead
+    opaque: Text | None = None
+
+
 class CacheLookups(_Frozen):
     fx: list[CacheKey] = Field(default_factory=list, max_length=1024)
     aot: list[CacheKey] = Field(default_factory=list, max_length=1024)
@@ -119,5 +137,6 @@ class WorkerOutput(_Frozen):
     memory: Memory | None = None
     latency: LatencySample | None = None
     artifact: SavedArtifact | None = None
+    reads: Reads | None = None
     harness_s: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     notes: list[Text] = Field(default_factory=list, max_length=64)

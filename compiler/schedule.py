@@ -16,7 +16,10 @@ beside a timing process, and models are done one after another.
 
 A model whose compiled code is the same on both sides by construction (one frame, one graph, no
 break, equal FX and AOT keys, same environment) is not timed: its result says why
-(``timing_skipped``), unless ``measure_all``.
+(``timing_skipped``), unless ``measure_all``. Where the loop knows what changed between the sides
+(``changed``: a pull request's diff), a cheap scan process per side first records which files of
+its checkout the model reads (``compiler/reads.py``); a model that reads none of the changed
+files is not measured at all (``compile_skipped``).
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from compilewatch.compiler import artifacts
+from compilewatch.compiler import artifacts, reads
 from compilewatch.compiler.assemble import Outputs, assemble
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.processes import Isolation, Launch, Launcher, worker_env
 from compilewatch.compiler.protocol import Phase, WorkerOutput, WorkerSpec
+from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.schema import STATUS_OF, Category, ModelResult
 
@@ -73,6 +77,10 @@ class RunOptions:
     # relative to ``diagnostics_base``
     diagnostics_dir: Path | None = None
     diagnostics_base: Path | None = None
+    # this side's checkout (scans record what a model reads under it) and the user's own
+    # (reads from there mean an installed copy of the project is measured on both sides)
+    watch_root: Path | None = None
+    home_root: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,7 @@ class LoopSettings:
     timing_ahead: int = 2
     measure_all: bool = False  # time models that are unchanged by construction too
     same_environment: bool = True  # both sides in one interpreter and environment
+    changed: ChangedFiles | None = None  # what differs between the two sides' checkouts
 
 
 @dataclass(frozen=True)
@@ -124,7 +133,7 @@ OnEvent = Callable[[Event], None]
 Ident = tuple[str, str, str]
 
 # process kinds: a compile-only process, or a timing one (runs in the device lane)
-Kind = Literal["cold", "timing", "warm_start"]
+Kind = Literal["scan", "cold", "timing", "warm_start"]
 
 
 def ident(job: Job) -> Ident:
@@ -207,10 +216,11 @@ class Loop:
                 idents.setdefault(ident(job))
         self.order = list(idents)
         for n, key in enumerate(self.order):
-            for side in self._sides_in_order(n):
-                job = next((j for j in side.jobs if ident(j) == key), None)
-                if job is None:
-                    continue
+            jobs = {side.name: job for side in self._sides_in_order(n)
+                    if (job := next((j for j in side.jobs if ident(j) == key), None))}
+            scans = self._scans(jobs)
+            for name, job in jobs.items():
+                side = self.sides[name]
                 st = _JobState(side, job, n)
                 self.states[(side.name, key)] = st
                 skip = precheck(job, side.opts)
@@ -218,7 +228,25 @@ class Loop:
                     self._finish_skipped(st, *skip)
                     continue
                 self._prepare_dir(st)
-                self._push(st, "cold", 1)
+                self._push(st, "scan" if scans else "cold", 1)
+
+    def _scans(self, jobs: dict[str, Job]) -> bool:
+        """Whether to ask first what the model reads: only with a diff between two sides in one
+        environment, and not where the diff touches the suite file itself (its models all
+        read it)."""
+        changed = self.settings.changed
+        if changed is None or self.settings.measure_all or not self.settings.same_environment \
+                or len(jobs) != 2 or len(self.sides) != 2:
+            return False
+        for name, job in jobs.items():
+            root = self.sides[name].opts.watch_root
+            if root is None:
+                return False
+            source = Path(job.suite.source)
+            if source.is_absolute() and source.is_relative_to(root) \
+                    and source.relative_to(root).as_posix() in changed.paths:
+                return False
+        return True
 
     def _sides_in_order(self, n: int, k: int = 0) -> list[Side]:
         """Base, head for even rounds, head, base for odd ones (ABBA...)."""
@@ -241,12 +269,14 @@ class Loop:
         next model before the extra cold compiles of this one, so the timing lane is fed. Among
         the sides, timing processes alternate base/head as ABBA..."""
         timing = kind == "timing" or self._times_in_cold(st.side.name, kind, index)
-        stage = {"cold": 0, "timing": 1, "warm_start": 2}[kind]
+        stage = {"scan": -1, "cold": 0, "timing": 1, "warm_start": 2}[kind]
         names = list(self.sides)
         pos = names.index(st.side.name)
         rank = 0 if not timing or len(names) == 1 else (
             pos if (st.order + index) % 2 == 1 else len(names) - 1 - pos)
-        if self.settings.overlap and not timing:
+        if kind == "scan":  # every scan first: each may save a model's whole measurement
+            priority: tuple[int, ...] = (-1, st.order, next(self._seq))
+        elif self.settings.overlap and not timing:
             priority = (st.order + index - 1, stage, index, next(self._seq))
         else:
             priority = (st.order, stage, index, rank, next(self._seq))
@@ -289,7 +319,31 @@ class Loop:
         return st.side.opts.artifact_dir / artifacts.artifact_name(j.suite.name, j.spec.name,
                                                                    j.config.slug)
 
-    # --- the unchanged-by-construction rule ------------------------------------------------
+    # --- the unchanged-by-construction rules -----------------------------------------------
+
+    def _scan_done(self, key: Ident) -> None:
+        """With both sides' scans in: a model that reads nothing the change touches is done;
+        any other (or one whose scan failed) goes on to its first cold compile."""
+        sts = [st for s in self.sides if (st := self.states.get((s, key))) is not None]
+        if any(st.outputs.scan is None for st in sts):
+            return
+        scans = [st.outputs.scan.reads if st.outputs.scan and st.outputs.scan.ok else None
+                 for st in sts]
+        assert self.settings.changed is not None
+        reason = reads.unchanged_by_files(scans[0], scans[1], self.settings.changed) \
+            if len(scans) == 2 and scans[0] is not None and scans[1] is not None else None
+        for st, found in zip(sts, scans, strict=True):
+            if found is not None and found.home_files:
+                st.outputs.notes.append(
+                    f"it read {found.home_files} files from the repository's own checkout, "
+                    "not from this side's worktree: an installed copy of the project is "
+                    "measured on both sides, and the change to those files is not")
+            if reason is None:
+                self._push(st, "cold", 1)
+                continue
+            st.outputs.timing_skipped, st.outputs.compile_skipped = reason, True
+            st.planned = True
+            self._finish(st)
 
     def _first_cold_done(self, key: Ident) -> None:
         """Plan the rest of a model once each side's first cold compile is in. With two sides
@@ -338,6 +392,7 @@ class Loop:
     def _spec(self, st: _JobState, task: _Task) -> tuple[WorkerSpec, Path]:
         opts, job, kind, index, times = st.side.opts, st.job, task.kind, task.index, task.timing
         phase: Phase = "warm" if kind == "timing" else kind
+        scan = kind == "scan"
         first_timing = (kind == "timing" and index == 1) or (times and kind == "cold")
         pin = opts.pin_cpus if times else self._compile_cpus(opts)
         lock = str(self.launcher.root / "device.lock") if times and self.settings.overlap \
@@ -345,8 +400,8 @@ class Loop:
         cache_dir = st.cache_dir
         if kind == "cold" and index > 1:
             cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-cold{index}")
-        elif kind == "warm_start":
-            cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-start")
+        elif kind in ("warm_start", "scan"):
+            cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-{kind}")
         save = str(self._artifact_path(st)) if (kind == "cold" and index == 1
                                                 and opts.artifact_dir is not None) else None
         trace = str(self.launcher.workdir(f"{st.side.name}-{job.spec.name}-trace")) \
@@ -359,7 +414,10 @@ class Loop:
             check_accuracy=(kind == "cold" and index == 1) or kind == "warm_start",
             save_artifact=save, pin_cpus=pin, device_lock=lock,
             prepare_cpus=self._compile_cpus(opts) if times else (),
-            gpu_warmup_s=opts.gpu_warmup_s if times else 0.0, out="", status_file="")
+            gpu_warmup_s=opts.gpu_warmup_s if times else 0.0,
+            watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
+            home_root=str(opts.home_root) if scan and opts.home_root else None,
+            out="", status_file="")
         return spec, cache_dir
 
     def _compile_cpus(self, opts: RunOptions) -> tuple[int, ...]:
@@ -415,6 +473,11 @@ class Loop:
         st = self.states[(task.side, key)]
         st.pending -= 1
         st.outputs.seconds += seconds
+        if task.kind == "scan":
+            assert output is not None
+            st.outputs.scan = output
+            self._scan_done(key)
+            return
         if task.kind == "cold":
             assert output is not None
             st.outputs.cold.append(output)  # the first cold process always ends first

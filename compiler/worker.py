@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from compilewatch.compiler import accuracy, artifacts, probes, proctree, timing
+from compilewatch.compiler import accuracy, artifacts, probes, proctree, reads, timing
 from compilewatch.compiler.protocol import (
     CompileSample,
     LatencySample,
@@ -312,6 +312,30 @@ def check_accuracy(m: Model, compiled: Any, out: Any, eager_out: Any, det: bool)
     return Accuracy(**ok.as_dict(atol, rtol, det))
 
 
+def scan(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
+    """What the model reads of its checkout, without compiling it: built, run eagerly and under
+    Dynamo with the eager backend (code that runs only while tracing, such as an import behind
+    ``torch.compiler.is_compiling()``, runs too), on its inputs and its shape sweep."""
+    import torch
+
+    assert spec.watch_root is not None
+    recorder = reads.Recorder(spec.watch_root, spec.home_root)
+    recorder.start()
+    with h.phase("build"):
+        m = Model(spec)
+    with h.phase("eager"):
+        for args in [m.inputs, *m.sweep]:
+            m.call(m.fn, args)
+    kwargs = {k: v for k, v in m.mspec.compile_kwargs.items() if k in ("dynamic", "fullgraph")}
+    kwargs.setdefault("dynamic", spec.config.dynamic)
+    with h.phase("trace"):
+        traced = torch.compile(m.fn, backend="eager", **kwargs)
+        for args in [m.inputs, *m.sweep]:
+            m.call(traced, args)
+        _sync(m.device)
+    return {"reads": recorder.stop()}
+
+
 def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     """Everything one worker process measures; raises ``Failure`` on a classified failure."""
     import torch
@@ -319,6 +343,8 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     if spec.config.device == "cuda" and not torch.cuda.is_available():
         raise Failure(Category.UNSUPPORTED, "device cuda requested but "
                       "torch.cuda.is_available() is False on this machine")
+    if spec.phase == "scan":
+        return scan(spec, h)
     probe = probes.CompileProbe(trace_dir=spec.trace_dir, suite=spec.suite)
     probe.install()
     with h.phase("build"):

@@ -354,6 +354,9 @@ class ModelResult(_Model):
     # why steady state was not timed although the model ran (the compiled code is the same on
     # both sides by construction); None when it was timed or did not run
     timing_skipped: Text | None = None
+    # not compiled either (nothing but ``timing_skipped`` was measured): the change touches no
+    # file this model reads, so the same code runs on both sides
+    compile_skipped: bool = False
     diagnostics: Diagnostics | None = None
 
     @model_validator(mode="after")

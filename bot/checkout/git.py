@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -118,3 +119,19 @@ def fetch_pr_head(repo: str | Path, number: int, remote: str = "origin") -> str:
         pass
     git(repo, "fetch", "--no-tags", remote, f"+refs/pull/{number}/head:{local}")
     return resolve_commit(repo, local)
+
+
+def changed_paths(repo: str | Path, base: str, head: str) -> list[tuple[str, str]]:
+    """``(status, path)`` for every file that differs between two commits (``A``dded,
+    ``D``eleted, ``M``odified, ``T`` type changed; a rename is a delete and an add)."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "diff", "--name-status", "--no-renames",
+                              "--no-ext-diff", "--no-textconv", "-z", base, head],
+                             capture_output=True, check=True, timeout=120).stdout
+    except FileNotFoundError:
+        raise GitError("git is not installed or not on PATH") from None
+    except subprocess.CalledProcessError as e:
+        raise GitError(f"git diff {base[:12]} {head[:12]} failed in {repo}: "
+                       f"{os.fsdecode(e.stderr).strip()[-500:]}") from None
+    fields = [os.fsdecode(f) for f in out.split(b"\0") if f]
+    return list(zip(fields[::2], fields[1::2], strict=False))

@@ -124,14 +124,24 @@ class ModelRow(_Data):
     notes: list[str] = Field(default_factory=list)
     gating_findings: list[str] = Field(default_factory=list)  # which metrics gate, by name
     timing_skipped: str | None = None  # not timed: the same compiled code by construction
+    compile_skipped: bool = False  # not measured at all: the change touches nothing it reads
     launch_bound: bool | None = None
     diagnostics: dict[str, str] = Field(default_factory=dict)  # what -> path in the output
+
+    @property
+    def not_timed(self) -> str | None:
+        """What the compiled-time cell says instead of a number, if anything."""
+        if self.compile_skipped:
+            return "not measured: untouched"
+        return "not timed: same code" if self.timing_skipped and not self.compiled_time \
+            else None
 
 
 class Aggregates(_Data):
     """Over models that ran on both sides only (added, removed and failing models excluded)."""
 
     models: int
+    untouched: int = 0  # not measured: the change touches no file they read
     geomean_speedup_base: float | None = None
     geomean_speedup_head: float | None = None
     geomean_compiled_ratio: float | None = None

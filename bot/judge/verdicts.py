@@ -284,6 +284,8 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                   expected: Expected | None = None, noise: NoiseBands | None = None,
                   host_noisy: bool = False) -> ModelRow:
     """One model present on both sides."""
+    if b.compile_skipped or h.compile_skipped:
+        return _not_measured(b, h)
     exp = expected or Expected()
     judge = Judging(t, b.ident, noise or NoiseBands(), host_noisy)
     both = _ran(b) and _ran(h)
@@ -335,6 +337,16 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         if b.latency and h.latency else None,
         diagnostics=_diagnostics(b, h),
     )
+
+
+def _not_measured(b: ModelResult, h: ModelResult) -> ModelRow:
+    """A model the change cannot reach (it reads none of the changed files): unchanged, and no
+    number on either side, so none is shown (a count of 0 breaks would be a claim)."""
+    return ModelRow(
+        suite=b.suite, model=b.model, config=b.config.slug, base_status=b.status.value,
+        head_status=h.status.value, head_category=h.category.value, head_error=h.error,
+        ran_both=False, verdict=Verdict.UNCHANGED, gating=False, compile_skipped=True,
+        timing_skipped=h.timing_skipped or b.timing_skipped)
 
 
 def _diagnostics(b: ModelResult, h: ModelResult) -> dict[str, str]:
@@ -391,16 +403,19 @@ def _aggregates(rows: list[ModelRow]) -> Aggregates:
     warm = [r.warm_compile for r in rows if r.warm_compile]
     start = [r.warm_start for r in rows if r.warm_start]
     n = len(rows)
-    # every row carries both sides' outcome in its accuracy change
-    passed_b = sum(r.accuracy is not None and r.accuracy.base == "pass" for r in rows)
-    passed_h = sum(r.accuracy is not None and r.accuracy.head == "pass" for r in rows)
+    # every measured row carries both sides' outcome in its accuracy change; a model the
+    # change cannot reach was not measured, so it is in no rate
+    measured = [r for r in rows if not r.compile_skipped]
+    passed_b = sum(r.accuracy is not None and r.accuracy.base == "pass" for r in measured)
+    passed_h = sum(r.accuracy is not None and r.accuracy.head == "pass" for r in measured)
+    m = len(measured)
     return Aggregates(
-        models=n,
+        models=n, untouched=n - m,
         geomean_speedup_base=geomean([d.base for d in sp]),
         geomean_speedup_head=geomean([d.head for d in sp]),
         geomean_compiled_ratio=geomean([r.compiled_time.ratio for r in timed
                                         if r.compiled_time and r.compiled_time.ratio]),
-        pass_rate_base=passed_b / n if n else None, pass_rate_head=passed_h / n if n else None,
+        pass_rate_base=passed_b / m if m else None, pass_rate_head=passed_h / m if m else None,
         total_cold_s_base=_sum([d.base for d in cold]),
         total_cold_s_head=_sum([d.head for d in cold]),
         total_warm_s_base=_sum([d.base for d in warm]),

@@ -42,8 +42,8 @@ def build_table(c: Comparison) -> Table:
         table.add_row(
             Text(plain(f"{r.suite}/{r.model}")),
             Text(str(filters.verdict_label(r)), style=STYLES[r.verdict]),
-            Text("not timed: same code") if r.timing_skipped and r.compiled_time is None
-            else _delta(r.compiled_time, filters.us), _delta(r.speedup, filters.times),
+            Text(r.not_timed) if r.not_timed else _delta(r.compiled_time, filters.us),
+            _delta(r.speedup, filters.times),
             _delta(r.cold_compile, filters.secs), _delta(r.warm_compile, filters.secs),
             Text(f"{r.graph_breaks.base} → {r.graph_breaks.head}" if r.graph_breaks else "—"),
             Text(f"{r.recompiles.base} → {r.recompiles.head}" if r.recompiles else "—"),

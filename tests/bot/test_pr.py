@@ -79,7 +79,8 @@ class Recorder:
         self.same_environment: bool | None = None
 
     def __call__(self, sides: list[Side], options: MeasureOptions, *,
-                 same_environment: bool = True, on_done: object = None
+                 same_environment: bool = True, changed: object = None,
+                 on_done: object = None
                  ) -> dict[str, list[JobRun]]:
         self.same_environment = same_environment
         out: dict[str, list[JobRun]] = {}
@@ -330,3 +331,48 @@ def test_a_killed_pr_keeps_both_sides_so_far(repo: Path, tmp_path: Path,
     assert base.finished_at is None and head.finished_at is None
     assert head.results[0].timing_skipped is not None
     assert len(worktree_list(repo)) == 1
+
+
+DATA_MODELS = HEADER + '''import json
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+@model("sized")
+def sized(ctx):
+    n = json.loads((HERE / "sized.json").read_text())["n"]
+    return torch.sin, (torch.randn(n),)
+
+
+@model("fixed")
+def fixed(ctx):
+    return torch.cos, (torch.randn(8),)
+'''
+
+
+@pytest.mark.slow
+def test_a_model_the_change_cannot_reach_is_not_measured(repo: Path, tmp_path: Path) -> None:
+    """Head edits the data file one model reads, and the README: real scan processes record
+    what each model read; the model reading the data file is measured (its input shape
+    changed), the other is not compiled at all."""
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": DATA_MODELS,
+                  "sized.json": '{"n": 8}', "README.md": "a\n"}, "two models")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"sized.json": '{"n": 12}', "README.md": "b\n"}, "a bigger input")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["pr", "--repo", str(repo), "--base", "main", "--head",
+                                       "feature", "--out", str(out), "--rounds", "3",
+                                       "--block-ms", "2", "--no-db"])
+    assert result.exit_code == 0, result.output
+    rows = {r["model"]: r for r in json.loads((out / "comparison.json").read_text())["rows"]}
+    assert rows["fixed"]["compile_skipped"] and rows["fixed"]["verdict"] == "unchanged"
+    assert rows["fixed"]["graph_breaks"] is None and rows["fixed"]["cold_compile"] is None
+    assert "models.py" in rows["fixed"]["timing_skipped"]
+    assert not rows["sized"]["compile_skipped"] and rows["sized"]["cold_compile"] is not None
+    changed = {c for ch in rows["sized"]["cache_changes"] for c in ch["changed"]}
+    assert "example_inputs[0]" in changed
+    head = load_results(out / "head.json")
+    fixed = next(r for r in head.results if r.model == "fixed")
+    assert fixed.harness_s.get("compile") is None and fixed.harness_s["trace"] > 0
+    assert "1 untouched by the change" in (out / "comment.md").read_text()

@@ -236,3 +236,92 @@ def test_the_device_lock_lets_one_measuring_section_run_at_a_time(tmp_path: Path
         p.join(60)
     events = [line.split() for line in log.read_text().splitlines()]
     assert [e[0] for e in events] == ["in", "out"] * 3  # never two sections at once
+
+
+# --- the "reads nothing the change touches" rule ------------------------------------------
+
+def _scanning(reads_of: dict[str, list[str]], fail: set[tuple[str, str]] = frozenset(),
+              home: int = 0):  # type: ignore[no-untyped-def]
+    """Worker outputs where a scan of model m reads ``reads_of[m]`` (relative paths)."""
+    from compilewatch.compiler.protocol import Reads, WorkerOutput
+
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        side = name.split("-", 1)[0]
+        if spec.phase != "scan":
+            return worker_output(spec)
+        assert spec.watch_root is not None and not spec.time_steady_state
+        if (side, spec.model) in fail:
+            return WorkerOutput(ok=False, phase="scan", category=Category.INFRA, error="x")
+        return WorkerOutput(ok=True, phase="scan", reads=Reads(
+            files=reads_of.get(spec.model, []), home_files=home))
+    return output
+
+
+def _two_sides(jobs: list[Job], root: Path, opts: RunOptions = OPTS) -> list[Side]:
+    from dataclasses import replace
+
+    o = replace(opts, watch_root=root)
+    return [Side("base", jobs, o), Side("head", jobs, o)]
+
+
+def _diff(*entries: tuple[str, str]):  # type: ignore[no-untyped-def]
+    from compilewatch.compiler.reads import ChangedFiles
+
+    return ChangedFiles.of(entries, lambda d: True)
+
+
+def test_models_that_read_nothing_the_change_touches_are_not_measured(
+        jobs: list[Job], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every scan runs first; a and c read only the suite file, b also helper.py, which the
+    change edits: b alone goes on to its cold compiles (its keys then decide its timing)."""
+    files = {"a": ["loop_suite.py"], "b": ["helper.py", "loop_suite.py"],
+             "c": ["loop_suite.py"]}
+    _fake(monkeypatch, output=_scanning(files))
+    runs = measure(_two_sides(jobs, tmp_path),
+                   LoopSettings(isolation="spawn", changed=_diff(("M", "helper.py"),
+                                                                 ("M", "README.md"))))
+    phases = [p for _, _, p in FakeLauncher.launches]
+    assert phases[:6] == ["scan"] * 6 and phases.count("scan") == 6
+    assert sorted((s, m) for s, m, p in FakeLauncher.launches if p == "cold") == [
+        ("base", "b"), ("head", "b")]
+    for side in ("base", "head"):
+        a, b, c = (r.result for r in runs[side])
+        assert a.compile_skipped and c.compile_skipped and not b.compile_skipped
+        assert a.status is Status.PASS and a.compile.cold_s is None and a.latency is None
+        assert a.timing_skipped and "loop_suite.py" in a.timing_skipped
+        assert b.compile.cold_s is not None
+
+
+@pytest.mark.parametrize("case", ["the suite file changed", "measure all",
+                                  "another environment", "no diff known"])
+def test_no_scan_where_it_cannot_decide(case: str, jobs: list[Job], tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(monkeypatch, output=_scanning({}))
+    suite = Path(jobs[0].suite.source).relative_to(tmp_path).as_posix()
+    settings = {
+        "the suite file changed": LoopSettings(isolation="spawn", changed=_diff(("M", suite))),
+        "measure all": LoopSettings(isolation="spawn", measure_all=True,
+                                    changed=_diff(("M", "README.md"))),
+        "another environment": LoopSettings(isolation="spawn", same_environment=False,
+                                            changed=_diff(("M", "README.md"))),
+        "no diff known": LoopSettings(isolation="spawn"),
+    }[case]
+    measure(_two_sides(jobs[:1], tmp_path), settings)
+    assert "scan" not in [p for _, _, p in FakeLauncher.launches]
+    assert ("base", "a", "cold") in FakeLauncher.launches
+
+
+def test_a_model_on_one_side_only_and_a_failed_scan_are_measured(
+        jobs: list[Job], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    _fake(monkeypatch, output=_scanning({}, fail={("head", "a")}, home=3))
+    o = replace(OPTS, watch_root=tmp_path)
+    sides = [Side("base", jobs[:2], o), Side("head", jobs, o)]
+    runs = measure(sides, LoopSettings(isolation="spawn", changed=_diff(("M", "README.md"))))
+    launched = set(FakeLauncher.launches)
+    assert {("base", "a", "cold"), ("head", "a", "cold")} <= launched  # a's head scan failed
+    assert ("head", "c", "scan") not in launched and ("head", "c", "cold") in launched
+    b = runs["head"][1].result
+    assert b.compile_skipped
+    assert any("repository's own checkout" in n for n in b.notes)
