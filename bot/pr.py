@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -267,8 +268,13 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
             worktrees(req.repo, {"base": refs.base, "head": refs.head}) as trees:
         # whose artifacts may be loaded: the base checkout says, never the PR's own files
         keys = load_project_config(trees["base"]).cache_public_keys
-        plans = {s: plan_side(side_sources(req.suites, trees[s]), device=req.measure.device,
-                              models=req.models, python=pythons[s]) for s in SIDES}
+        # each side's suites are listed by a child that imports torch (and the suites' own
+        # packages): seconds each on a GPU runner, so both sides at once
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="listing") as pool:
+            futures = {s: pool.submit(plan_side, side_sources(req.suites, trees[s]),
+                                      device=req.measure.device, models=req.models,
+                                      python=pythons[s]) for s in SIDES}
+            plans = {s: f.result() for s, f in futures.items()}
         check_models_matched(plans.values(), req.models)
         changed = changed_files(req.repo, refs, trees)
         sides = [Side(s, plans[s].jobs, req.measure.run_options(

@@ -65,6 +65,19 @@ def _block_timer(device: str) -> tuple[str, BlockTimer]:
     return "perf_counter", time_block_cpu
 
 
+BUSY_S = 1.0  # a device used this recently is still at its steady clocks
+SHORT_WARMUP_S = 0.1
+
+
+def warmup_s(full_s: float, idle_s: float | None) -> float:
+    """The warm-up a timing section needs: all of it after an idle device (or when unknown),
+    a short one right after another section (the GPU's clocks are still up; on the H200 the
+    full 0.5 s warm-up of each of a PR's ~70 timing processes was half a minute of GPU time)."""
+    if idle_s is not None and idle_s < BUSY_S:
+        return min(full_s, SHORT_WARMUP_S)
+    return full_s
+
+
 def warm_up(fn: Callable[[], Any], device: str, seconds: float) -> None:
     """Keep the device busy with ``fn`` for ``seconds`` first, so clocks are at their steady
     state when timing starts (a GPU idle during compiles runs at lower clocks)."""

@@ -279,8 +279,9 @@ def measure_memory(m: Model, compiled: Any) -> Memory:
                   compiled_peak_bytes=peak_memory(lambda: m.call(compiled), m.device))
 
 
-def measure_latency(m: Model, compiled: Any, spec: WorkerSpec) -> LatencySample:
-    timing.warm_up(lambda: m.call(compiled), m.device, spec.gpu_warmup_s)
+def measure_latency(m: Model, compiled: Any, spec: WorkerSpec, idle_s: float | None = None
+                    ) -> LatencySample:
+    timing.warm_up(lambda: m.call(compiled), m.device, timing.warmup_s(spec.gpu_warmup_s, idle_s))
     timed = timing.measure(lambda: m.call(m.fn), lambda: m.call(compiled), m.device,
                            spec.rounds, spec.block_ms)
     return LatencySample(timer=timed.timer, calls_per_block=timed.calls_per_block,
@@ -372,38 +373,55 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
             result["accuracy"] = check_accuracy(m, compiled, out, eager_out, det)
     if not (spec.measure_memory or spec.time_steady_state):
         return result
-    with device(spec, h):
+    with device(spec, h) as idle_s:
         if spec.measure_memory:
             with h.phase("memory"):
                 result["memory"] = measure_memory(m, compiled)
         if spec.time_steady_state:
             with h.phase("timing"):
-                result["latency"] = measure_latency(m, compiled, spec)
+                result["latency"] = measure_latency(m, compiled, spec, idle_s)
     return result
 
 
 @contextlib.contextmanager
-def device(spec: WorkerSpec, h: Harness) -> Iterator[None]:
+def device(spec: WorkerSpec, h: Harness) -> Iterator[float | None]:
     """The measuring section: wait for the device lock (one timing process at a time; the
-    others build and compile meanwhile), then move to the timing cores."""
+    others build and compile meanwhile), then move to the timing cores. Yields how long the
+    device has been idle since the last section ended (None: unknown), so a section that
+    follows another at once needs no long warm-up. The lock file holds that time."""
     import torch
 
-    lock = None
+    lock, idle = None, None
     if spec.device_lock:
         with h.phase("wait_device"):
-            lock = open(spec.device_lock, "a")  # noqa: SIM115 - held until the block ends
+            lock = open(spec.device_lock, "a+")  # noqa: SIM115 - held until the block ends
             fcntl.flock(lock, fcntl.LOCK_EX)
+        idle = _idle_since(lock)
     try:
         if spec.pin_cpus:
             with contextlib.suppress(OSError, AttributeError):
                 os.sched_setaffinity(0, spec.pin_cpus)
             if spec.config.device == "cpu":
                 torch.set_num_threads(len(spec.pin_cpus))
-        yield
+        yield idle
     finally:
         if lock is not None:
+            with contextlib.suppress(OSError):
+                lock.seek(0)
+                lock.truncate()
+                lock.write(repr(time.time()))
+                lock.flush()
             fcntl.flock(lock, fcntl.LOCK_UN)
             lock.close()
+
+
+def _idle_since(lock: Any) -> float | None:
+    """Seconds since the previous holder of the device lock left (None: no previous one)."""
+    try:
+        lock.seek(0)
+        return max(0.0, time.time() - float(lock.read().strip()))
+    except (OSError, ValueError):
+        return None
 
 
 def run_spec(spec: WorkerSpec, import_s: float | None, paid_import: bool = True

@@ -209,9 +209,9 @@ def _hold_device(lock: str, log: str, spec_json: str) -> None:
     from compilewatch.compiler.worker import Harness, device
 
     spec = WorkerSpec.model_validate(json.loads(spec_json))
-    with device(spec, Harness(spec)):
+    with device(spec, Harness(spec)) as idle:
         with open(log, "a") as f:
-            f.write(f"in {time.monotonic()}\n")
+            f.write(f"in {time.monotonic()} {idle}\n")
         time.sleep(0.3)
         with open(log, "a") as f:
             f.write(f"out {time.monotonic()}\n")
@@ -236,6 +236,10 @@ def test_the_device_lock_lets_one_measuring_section_run_at_a_time(tmp_path: Path
         p.join(60)
     events = [line.split() for line in log.read_text().splitlines()]
     assert [e[0] for e in events] == ["in", "out"] * 3  # never two sections at once
+    # each section knows how long the device was idle before it: unknown for the first,
+    # moments for those that waited for it (they need no long warm-up)
+    idles = [e[2] for e in events if e[0] == "in"]
+    assert idles[0] == "None" and all(float(x) < 1.0 for x in idles[1:])
 
 
 # --- the "reads nothing the change touches" rule ------------------------------------------

@@ -36,3 +36,12 @@ def test_cpu_blocks_have_no_host_fraction_and_warm_up_runs_for_its_time():
     timing.warm_up(lambda: calls.append(1), "cpu", 0.05)
     assert time.perf_counter() - t0 >= 0.05 and len(calls) > n
     timing.warm_up(lambda: calls.append(1), "cpu", 0.0)  # no warm-up asked: no call
+
+
+def test_a_device_busy_a_moment_ago_needs_only_a_short_warm_up():
+    from compilewatch.compiler.timing import warmup_s
+
+    assert warmup_s(0.5, None) == 0.5  # unknown: the whole warm-up
+    assert warmup_s(0.5, 30.0) == 0.5  # idle: clocks are down
+    assert warmup_s(0.5, 0.01) == 0.1
+    assert warmup_s(0.0, 0.01) == 0.0  # a CPU run has none at all
