@@ -19,13 +19,19 @@ def make_repo(root: Path, base: dict[str, str], head: dict[str, str]) -> Path:
     _git(repo, "config", "user.email", "bench@example.invalid")
     _git(repo, "config", "user.name", "bench")
     for name, text in base.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text)
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "base")
-    _git(repo, "checkout", "-qb", "head")
-    for name, text in head.items():
-        (repo / name).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "head")
-    _git(repo, "checkout", "-q", "main")
+    branch(repo, "head", head)
     return repo
+
+
+def branch(repo: Path, name: str, files: dict[str, str]) -> None:
+    """A branch off ``main`` that changes ``files``."""
+    _git(repo, "checkout", "-qb", name, "main")
+    for path, text in files.items():
+        (repo / path).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", name)
+    _git(repo, "checkout", "-q", "main")

@@ -4,11 +4,15 @@ docs/performance.md.
     python benchmarks/pr_wall.py --device cuda --isolation fork --isolation spawn
 
 For each isolation mode (side by side, in one run) and each scenario, it runs ``compilewatch pr``
-on a throwaway repository whose suites are the default GPU suite (``micro``, ``hf``):
+on a throwaway repository holding the default GPU suite's files (``micro``, ``hf``, copied into
+``models/`` as a user's suites would be):
 
-- ``no-model-change``: the head commit changes a README only; models whose compiled code is the
-  same by construction are not timed;
-- ``measure-all``: the same commit pair with ``--measure-all`` (every model timed, the worst
+- ``no-model-change``: the head commit changes a README only; no model reads it, so after one
+  cheap scan process per model and side nothing is measured;
+- ``comment-only``: head edits a comment in every suite file, so every model reads a changed
+  file: each is compiled cold once a side, and those whose compiled code is the same by
+  construction (one graph, equal keys) are not timed;
+- ``measure-all``: the README commit pair with ``--measure-all`` (every model timed, the worst
   case of a PR that touches every model).
 
 It prints the wall time and the budget per phase: process-seconds per harness phase summed over
@@ -19,6 +23,7 @@ the harness's own work (everything but imports, compiles, timing and waiting for
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -28,16 +33,18 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _repo import make_repo
+from _repo import branch, make_repo
 
 MEASURED = {"import", "compile", "timing", "wait_device", "memory", "save_artifact",
             "load_artifact"}
-SCENARIOS = {"no-model-change": [], "measure-all": ["--measure-all"]}
+SCENARIOS = {"no-model-change": [], "comment-only": [], "measure-all": ["--measure-all"]}
+HEAD_OF = {"comment-only": "comment"}
 
 
-def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str]) -> dict:
+def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str],
+        head: str = "head") -> dict:
     cmd = [sys.executable, "-m", "compilewatch.bot.cli", "pr", "--repo", str(repo), "--base",
-           "main", "--head", "head", "--device", device, "--isolation", isolation, "--no-db",
+           "main", "--head", head, "--device", device, "--isolation", isolation, "--no-db",
            "--out", str(out), *extra]
     t0 = time.monotonic()
     # its log (a line per finished model) goes to ours: a long GPU run shows how far it got
@@ -46,26 +53,30 @@ def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str]) ->
     if proc.returncode not in (0, 1):
         raise SystemExit(f"pr failed ({proc.returncode}); its log is above")
     phases: Counter[str] = Counter()
-    models = timed = 0
+    models = timed = compiled = 0
     for side in ("base", "head"):
         data = json.loads((out / f"{side}.json").read_text())
         for r in data["results"]:
             models += 1
             timed += r.get("latency") is not None
+            compiled += r["compile"].get("cold_s") is not None
             phases.update(r.get("harness_s") or {})
             if r["compile"].get("import_s") and isolation == "fork":
                 phases["import"] = r["compile"]["import_s"]  # paid once per server
     harness = sum(v for k, v in phases.items() if k not in MEASURED)
+    headline = json.loads((out / "comparison.json").read_text())["headline"]
     return {"wall": wall, "phases": dict(phases), "harness": harness, "models": models,
-            "timed": timed}
+            "timed": timed, "compiled": compiled, "headline": headline}
 
 
 def table(rows: list[tuple[str, str, dict]]) -> str:
     names = sorted({k for _, _, r in rows for k in r["phases"]})
-    head = ["scenario", "isolation", "wall s", "models timed", *names, "harness share"]
+    head = ["scenario", "isolation", "wall s", "model-sides compiled", "timed", *names,
+            "harness share"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for scenario, isolation, r in rows:
-        cells = [scenario, isolation, f"{r['wall']:.0f}", f"{r['timed']} of {r['models']}",
+        cells = [scenario, isolation, f"{r['wall']:.0f}", f"{r['compiled']} of {r['models']}",
+                 f"{r['timed']}",
                  *(f"{r['phases'].get(n, 0):.1f}" for n in names),
                  f"{r['harness'] / max(r['wall'], 1e-9):.0%} of wall"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -82,19 +93,35 @@ def main() -> None:
     ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
     args = ap.parse_args()
     suites = args.suite or ["micro", "hf"]
-    pyproject = "[tool.compilewatch]\nsuites = " + json.dumps(suites) + "\n"
     rows = []
     with tempfile.TemporaryDirectory(prefix="pr-wall-") as tmp:
-        repo = make_repo(Path(tmp), {"pyproject.toml": pyproject, "README.md": "a\n"},
-                         {"README.md": "b\n"})
+        repo = user_repo(Path(tmp), suites)
         out = args.out or Path(tmp) / "out"
         for scenario in args.scenario or list(SCENARIOS):
             for isolation in args.isolation or ["fork", "spawn"]:
                 r = run(repo, out / f"{scenario}-{isolation}", args.device, isolation,
-                        [*SCENARIOS[scenario], *args.extra])
+                        [*SCENARIOS[scenario], *args.extra], HEAD_OF.get(scenario, "head"))
                 rows.append((scenario, isolation, r))
-                print(f"{scenario} {isolation}: {r['wall']:.0f} s", file=sys.stderr, flush=True)
-    print(table(rows))
+                h = r["headline"]
+                print(f"{scenario} {isolation}: {r['wall']:.0f} s; {h['regressions']} "
+                      f"regressions, {h['improvements']} improvements, {h['unchanged']} "
+                      f"unchanged, {h['within_noise']} within noise, {h['noisy']} noisy",
+                      file=sys.stderr, flush=True)
+                print(table(rows), flush=True)  # so far: a run stopped by a limit keeps it
+
+
+def user_repo(root: Path, suites: list[str]) -> Path:
+    """Built-in suites copied into ``models/`` of a repository; branch ``head`` edits the
+    README, branch ``comment`` a comment in every suite file."""
+    from compilewatch.suites.loader import BUILTIN
+
+    files = {f"models/{s}.py": Path(importlib.import_module(BUILTIN[s]).__file__).read_text()
+             for s in suites}
+    pyproject = "[tool.compilewatch]\nsuites = " + json.dumps(list(files)) + "\n"
+    repo = make_repo(root, {"pyproject.toml": pyproject, "README.md": "a\n", **files},
+                     {"README.md": "b\n"})
+    branch(repo, "comment", {name: text + "\n# a comment\n" for name, text in files.items()})
+    return repo
 
 
 if __name__ == "__main__":
