@@ -98,8 +98,10 @@ def compiler_side(ctx: BuildContext):
     def fn(x):
         y = torch.sin(x) * torch.cos(x) + torch.tanh(x)
         if HEAD and torch.compiler.is_compiling():
-            # a second pass over a twentieth of the data: more work in the compiled graph only
-            y[: n // 20] = y[: n // 20] + torch.sin(x[: n // 20]).exp().log()
+            # a second pass over a twentieth of the data: more work in the compiled graph
+            # only, adding about zero (log(exp(s)) - s), so compiled still matches eager
+            s = torch.sin(x[: n // 20])
+            y[: n // 20] = y[: n // 20] + (s.exp().log() - s)
         return y
 
     return fn, (torch.randn(n),)
