@@ -12,8 +12,8 @@ It builds a git repository whose suites are the default GPU suite (``micro``, ``
   stack of tiny Linear layers;
 - compiler-side +5%: work added to the compiled graph only (behind
   ``torch.compiler.is_compiling()``), eager untouched;
-- a cold-compile change: a chain of 25% more matmul + GELU steps, each its own kernel (the
-  pooled true size is what the benchmark reports; the target is +20%).
+- a cold-compile change: a chain of 45% more matmul + GELU steps, each its own kernel, for
+  about +20% cold compile (the pooled true size is what the benchmark reports).
 
 Every repeat runs ``compilewatch pr --measure-all`` (so the untouched models are timed: they are
 the A/A part). The injected changes' true sizes come from pooling every repeat's processes (3
@@ -98,10 +98,10 @@ def compiler_side(ctx: BuildContext):
     def fn(x):
         y = torch.sin(x) * torch.cos(x) + torch.tanh(x)
         if HEAD and torch.compiler.is_compiling():
-            # a second pass over a twentieth of the data: more work in the compiled graph
-            # only, adding about zero (log(exp(s)) - s), so compiled still matches eager
-            s = torch.sin(x[: n // 20])
-            y[: n // 20] = y[: n // 20] + (s.exp().log() - s)
+            # a reduction over a tenth of the input, added as zero: one more kernel and a
+            # tenth more memory traffic in the compiled graph only (eager and the output
+            # stay the same)
+            y = y + x[: n // 10].sum() * 0.0
         return y
 
     return fn, (torch.randn(n),)
@@ -110,8 +110,10 @@ def compiler_side(ctx: BuildContext):
 @model("cold_heavy", tags=("cold-compile",))
 def cold_heavy(ctx: BuildContext):
     # a chain of matmul + GELU with a different width at each step: every step is its own
-    # kernel (sizes are constants), so compile work grows with the steps, not the run time
-    steps = 50 if HEAD else 40
+    # kernel (sizes are constants), so compile work grows with the steps, not the run time.
+    # 25% more steps gave +10-17% cold compile on the H200 (the fixed costs of a compile stay):
+    # 45% more, for a change of about +20%
+    steps = 58 if HEAD else 40
     dims = [32 + 8 * (i % 12) for i in range(steps + 1)]
     ws = [torch.randn(a, b, device=ctx.device) / a ** 0.5 for a, b in zip(dims, dims[1:])]
 
@@ -126,7 +128,7 @@ def cold_heavy(ctx: BuildContext):
 CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elements)",
            "tblock": "model +5% (sequence)", "launch_bound": "model +5% (one more layer)",
            "compiler_side": "compiler-side, compiled graph only",
-           "cold_heavy": "cold compile (+25% steps)"}
+           "cold_heavy": "cold compile (+45% steps)"}
 
 
 def make_inject_repo(root: Path, suites: list[str]) -> Path:

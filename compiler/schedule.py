@@ -11,8 +11,10 @@ cold compiles of a pair run side by side, so host drift hits both alike.
 Two lanes: compile-only processes run in a pool of ``compile_slots``; timing processes run one at
 a time (the device lock). With ``overlap`` (a GPU run) the lanes run at once: the GPU times one
 model while the spare cores compile the next; timing processes are pinned to their own cores and
-compiles kept off them. Without it (a CPU run, where timing is on the CPU itself) nothing runs
-beside a timing process, and models are done one after another.
+compiles kept off them, and the other workers' GPU work (builds, eager calls, autotuning
+benchmarks) waits while a timing section runs (``compiler/quiet.py``). Without it (a CPU
+run, where timing is on the CPU itself) nothing runs beside a timing process, and models are
+done one after another.
 
 A model whose compiled code is the same on both sides by construction (one frame, one graph, no
 break, equal FX and AOT keys, same environment) is not timed: its result says why
@@ -415,6 +417,7 @@ class Loop:
             save_artifact=save, pin_cpus=pin, device_lock=lock,
             prepare_cpus=self._compile_cpus(opts) if times else (),
             gpu_warmup_s=opts.gpu_warmup_s if times else 0.0,
+            quiet_lock=str(self.launcher.root / "gpu.lock") if self.settings.overlap else None,
             watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
             home_root=str(opts.home_root) if scan and opts.home_root else None,
             out="", status_file="")

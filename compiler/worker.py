@@ -31,6 +31,7 @@ from compilewatch.compiler.protocol import (
     WorkerOutput,
     WorkerSpec,
 )
+from compilewatch.compiler.quiet import QuietLock, guard_benchmarks
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
 from compilewatch.core.schema import Accuracy, Category, Memory
@@ -181,6 +182,9 @@ def _fp64_reference(fn: Any, inputs: tuple[Any, ...], device: str) -> Any | None
         return None
 
 
+GpuSection = Callable[[], contextlib.AbstractContextManager[Any]]
+
+
 class Model:
     """The model built for this process: callable, inputs, the shape sweep, its spec."""
 
@@ -229,10 +233,10 @@ def run_eager(m: Model, check: bool = True) -> tuple[Any, bool]:
     return first, accuracy.deterministic(first, second, *m.tolerance) if check else True
 
 
-def run_compile(m: Model, spec: WorkerSpec, probe: probes.CompileProbe
-                ) -> tuple[Any, Any, CompileSample]:
-    """First compiled call (timed: the compile, wall and process-tree CPU), then the shape
-    sweep (recompiles)."""
+def run_compile(m: Model, spec: WorkerSpec, probe: probes.CompileProbe,
+                quiet: QuietLock | None = None) -> tuple[Any, Any, CompileSample]:
+    """First compiled call (timed: the compile, wall and process-tree CPU; minus what its
+    autotuning waited for a quiet GPU), then the shape sweep (recompiles)."""
     import torch
 
     kwargs = dict(m.mspec.compile_kwargs)
@@ -242,10 +246,12 @@ def run_compile(m: Model, spec: WorkerSpec, probe: probes.CompileProbe
     try:
         compiled = torch.compile(m.fn, **kwargs)
         handle = counter[0]() if counter else None
+        waited0 = quiet.waited_s if quiet else 0.0
         cpu0, t0 = proctree.tree_cpu_seconds(), time.perf_counter()
         out = _clone(m.call(compiled))
         _sync(m.device)
-        wall = time.perf_counter() - t0 - probe.overhead_s
+        waited = (quiet.waited_s if quiet else 0.0) - waited0
+        wall = time.perf_counter() - t0 - probe.overhead_s - waited
         cpu = proctree.tree_cpu_seconds() - cpu0 - probe.overhead_s
         instructions = int(counter[1](handle)) if counter and handle is not None else None
         for args in m.sweep:
@@ -313,7 +319,7 @@ def check_accuracy(m: Model, compiled: Any, out: Any, eager_out: Any, det: bool)
     return Accuracy(**ok.as_dict(atol, rtol, det))
 
 
-def scan(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
+def scan(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> dict[str, Any]:
     """What the model reads of its checkout, without compiling it: built, run eagerly and under
     Dynamo with the eager backend (code that runs only while tracing, such as an import behind
     ``torch.compiler.is_compiling()``, runs too), on its inputs and its shape sweep."""
@@ -322,14 +328,14 @@ def scan(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     assert spec.watch_root is not None
     recorder = reads.Recorder(spec.watch_root, spec.home_root)
     recorder.start()
-    with h.phase("build"):
+    with h.phase("build"), gpu():
         m = Model(spec)
-    with h.phase("eager"):
+    with h.phase("eager"), gpu():
         for args in [m.inputs, *m.sweep]:
             m.call(m.fn, args)
     kwargs = {k: v for k, v in m.mspec.compile_kwargs.items() if k in ("dynamic", "fullgraph")}
     kwargs.setdefault("dynamic", spec.config.dynamic)
-    with h.phase("trace"):
+    with h.phase("trace"), gpu():
         traced = torch.compile(m.fn, backend="eager", **kwargs)
         for args in [m.inputs, *m.sweep]:
             m.call(traced, args)
@@ -344,13 +350,23 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     if spec.config.device == "cuda" and not torch.cuda.is_available():
         raise Failure(Category.UNSUPPORTED, "device cuda requested but "
                       "torch.cuda.is_available() is False on this machine")
+    quiet = QuietLock(spec.quiet_lock) if spec.quiet_lock else None
+    gpu: GpuSection = quiet.shared if quiet else contextlib.nullcontext
     if spec.phase == "scan":
-        return scan(spec, h)
+        return scan(spec, h, gpu)
     probe = probes.CompileProbe(trace_dir=spec.trace_dir, suite=spec.suite)
     probe.install()
-    with h.phase("build"):
+    if quiet is not None:
+        try:
+            guarded = guard_benchmarks(quiet)
+        except Exception as e:  # a torch that moved its benchmarker: compile unguarded
+            guarded = f"not guarded ({type(e).__name__}: {e})"
+        if guarded == "not guarded" or guarded.startswith("not guarded ("):
+            probe.notes.append(f"Inductor's GPU benchmarks are {guarded}: autotuning may "
+                               "have run beside another model's timing")
+    with h.phase("build"), gpu():
         m = Model(spec)
-    with h.phase("eager"):
+    with h.phase("eager"), gpu():
         eager_out, det = run_eager(m, check=spec.check_accuracy)
     result: dict[str, Any] = {}
     if spec.load_artifact:
@@ -360,7 +376,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
             except CacheArtifactError as e:
                 raise Failure(Category.INFRA, str(e)) from e
     with h.phase("compile"):
-        compiled, out, result["compile"] = run_compile(m, spec, probe)
+        compiled, out, result["compile"] = run_compile(m, spec, probe, quiet)
     if spec.save_artifact:
         with h.phase("save_artifact"):
             result["artifact"] = _save_artifact(spec.save_artifact)
@@ -369,11 +385,11 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
                       cache=probe.cache_keys(spec.phase), counters=probe.counters(),
                       cache_unknown=probe.unknown_text(), notes=probe.notes)
     if spec.check_accuracy:
-        with h.phase("accuracy"):
+        with h.phase("accuracy"), gpu():
             result["accuracy"] = check_accuracy(m, compiled, out, eager_out, det)
     if not (spec.measure_memory or spec.time_steady_state):
         return result
-    with device(spec, h) as idle_s:
+    with device(spec, h, quiet) as idle_s:
         if spec.measure_memory:
             with h.phase("memory"):
                 result["memory"] = measure_memory(m, compiled)
@@ -384,18 +400,23 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def device(spec: WorkerSpec, h: Harness) -> Iterator[float | None]:
+def device(spec: WorkerSpec, h: Harness, quiet: QuietLock | None = None
+           ) -> Iterator[float | None]:
     """The measuring section: wait for the device lock (one timing process at a time; the
-    others build and compile meanwhile), then move to the timing cores. Yields how long the
-    device has been idle since the last section ended (None: unknown), so a section that
-    follows another at once needs no long warm-up. The lock file holds that time."""
+    others build and compile meanwhile), then for the other workers' GPU sections to end
+    (``quiet``), then move to the timing cores. Yields how long the device has been idle since
+    the last section ended (None: unknown), so a section that follows another at once needs no
+    long warm-up. The lock file holds that time."""
     import torch
 
     lock, idle = None, None
+    stack = contextlib.ExitStack()
     if spec.device_lock:
         with h.phase("wait_device"):
             lock = open(spec.device_lock, "a+")  # noqa: SIM115 - held until the block ends
             fcntl.flock(lock, fcntl.LOCK_EX)
+            if quiet is not None:
+                stack.enter_context(quiet.exclusive())
         idle = _idle_since(lock)
     try:
         if spec.pin_cpus:
@@ -405,6 +426,7 @@ def device(spec: WorkerSpec, h: Harness) -> Iterator[float | None]:
                 torch.set_num_threads(len(spec.pin_cpus))
         yield idle
     finally:
+        stack.close()
         if lock is not None:
             with contextlib.suppress(OSError):
                 lock.seek(0)

@@ -1,0 +1,136 @@
+"""The GPU lock between timing sections and every other worker's GPU work: real processes on
+real lock files; the log of who held it when must never show a timing section beside anything."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+
+from compilewatch.compiler import quiet
+from compilewatch.compiler.quiet import QuietLock, guard_benchmarks
+
+
+def _hold(path: str, log: str, mode: str, seconds: float, start_after: float,
+          repeat: int = 1) -> None:
+    time.sleep(start_after)
+    lock = QuietLock(path)
+    for _ in range(repeat):
+        section = lock.exclusive() if mode == "x" else lock.shared()
+        with section:
+            with open(log, "a") as f:
+                f.write(f"{mode} in {time.monotonic()}\n")
+            time.sleep(seconds)
+            with open(log, "a") as f:
+                f.write(f"{mode} out {time.monotonic()}\n")
+
+
+def _run(tmp_path: Path, plans: list[tuple[str, float, float, int]]) -> list[tuple[str, str]]:
+    path, log = str(tmp_path / "gpu.lock"), str(tmp_path / "log")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_hold, args=(path, log, mode, secs, after, n))
+             for mode, secs, after, n in plans]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    return [(line.split()[0], line.split()[1]) for line in Path(log).read_text().splitlines()]
+
+
+def _overlaps(events: list[tuple[str, str]]) -> list[str]:
+    """Problems: a timing section (x) that began or ran while anything else held the lock."""
+    inside: list[str] = []
+    problems = []
+    for mode, what in events:
+        if what == "in":
+            if "x" in inside or (mode == "x" and inside):
+                problems.append(f"{mode} entered beside {inside}")
+            inside.append(mode)
+        else:
+            inside.remove(mode)
+    return problems
+
+
+def test_a_timing_section_never_runs_beside_other_gpu_work(tmp_path: Path) -> None:
+    events = _run(tmp_path, [("s", 0.3, 0.0, 2), ("s", 0.3, 0.1, 2), ("x", 0.2, 0.2, 1),
+                             ("s", 0.1, 0.35, 3)])
+    assert _overlaps(events) == []
+    assert sum(1 for m, w in events if m == "s" and w == "in") == 7
+    # shared sections do run side by side
+    inside, most = 0, 0
+    for mode, what in events:
+        if mode == "s":
+            inside += 1 if what == "in" else -1
+            most = max(most, inside)
+    assert most >= 2
+
+
+def test_a_waiting_timing_section_is_not_starved(tmp_path: Path) -> None:
+    """Two processes hold the lock shared in turns that overlap, so it is never free; the
+    timing section still gets in, because new shared sections queue behind it."""
+    events = _run(tmp_path, [("s", 0.15, 0.0, 12), ("s", 0.15, 0.07, 12), ("x", 0.05, 0.3, 1)])
+    assert _overlaps(events) == []
+    order = [m for m, w in events if w == "in"]
+    assert order.index("x") < len(order) - 4  # it did not wait for the shared ones to end
+
+
+def test_shared_is_reentrant_and_a_no_op_inside_the_own_timing_section(tmp_path: Path) -> None:
+    lock = QuietLock(str(tmp_path / "gpu.lock"))
+    with lock.shared(), lock.shared():
+        pass
+    with lock.exclusive():
+        with lock.shared():  # e.g. an autotuning benchmark inside a timing section
+            pass
+        # still exclusive: another process cannot take it shared now
+        probe = QuietLock(lock.path)
+        import fcntl
+
+        f = probe._open()[0]
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    assert lock.waited_s >= 0.0
+
+
+def test_inductor_benchmarks_take_the_lock(tmp_path: Path) -> None:
+    """Where torch has Inductor's hook it is used; elsewhere the benchmarker's GPU methods are
+    wrapped (the hook is hidden here to check that path)."""
+    from torch._inductor.runtime import benchmarking
+
+    lock = QuietLock(str(tmp_path / "gpu.lock"))
+    if hasattr(benchmarking, "set_gpu_benchmark_lock_context"):
+        previous = benchmarking.set_gpu_benchmark_lock_context(None)
+        try:
+            assert guard_benchmarks(lock) == "inductor hook"
+            with benchmarking.maybe_gpu_benchmark_lock():
+                assert lock._depth == 1
+        finally:
+            benchmarking.set_gpu_benchmark_lock_context(previous)
+
+
+def test_without_the_hook_the_benchmarkers_gpu_methods_are_wrapped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch._inductor.runtime import benchmarking
+
+    class Bench:
+        def __init__(self) -> None:
+            self.depths: list[int] = []
+
+        def benchmark_gpu(self, fn: object) -> float:
+            self.depths.append(lock._depth)
+            return 1.0
+
+    lock = QuietLock(str(tmp_path / "gpu.lock"))
+    bench = Bench()
+    monkeypatch.delattr(benchmarking, "set_gpu_benchmark_lock_context", raising=False)
+    monkeypatch.setattr(benchmarking, "benchmarker", bench)
+    from torch._inductor import utils
+
+    if hasattr(utils, "do_bench_using_profiling"):
+        monkeypatch.setattr(utils, "do_bench_using_profiling", utils.do_bench_using_profiling)
+    how = guard_benchmarks(lock)
+    assert how.startswith("wrapped benchmark_gpu")
+    assert bench.benchmark_gpu(lambda: None) == 1.0 and bench.depths == [1]
+    assert quiet.GPU_METHODS[0] == "benchmark_gpu"
