@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from compilewatch.compiler import artifacts, reads
+from compilewatch.compiler import artifacts, cpus, reads
 from compilewatch.compiler.assemble import Outputs, assemble
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.processes import Isolation, Launch, Launcher, worker_env
@@ -424,14 +424,11 @@ class Loop:
         return spec, cache_dir
 
     def _compile_cpus(self, opts: RunOptions) -> tuple[int, ...]:
-        """Compiles beside a pinned timing process keep off its cores."""
+        """Compiles beside a pinned timing process keep off its cores and their SMT
+        siblings."""
         if not (self.settings.overlap and opts.pin_cpus):
             return ()
-        try:
-            cpus = os.sched_getaffinity(0) - set(opts.pin_cpus)
-        except AttributeError:
-            return ()
-        return tuple(sorted(cpus))
+        return cpus.others(opts.pin_cpus)
 
     def _run(self, task: _Task) -> tuple[_Task, WorkerOutput | None, float]:
         st = self.states[(task.side, ident(task.job))]
@@ -647,7 +644,10 @@ def measure(sides: Sequence[Side], settings: LoopSettings = LoopSettings(),
         on_event(Event("note", "", None, text))
 
     needs_cuda = any(j.config.device == "cuda" for side in sides for j in side.jobs)
-    with Launcher(settings.isolation, preload, on_note=note, needs_cuda=needs_cuda) as launcher:
+    pinned = sorted({c for side in sides for c in side.opts.pin_cpus}) if settings.overlap \
+        else []
+    with cpus.away(pinned), \
+            Launcher(settings.isolation, preload, on_note=note, needs_cuda=needs_cuda) as launcher:
         for side in sides:
             launcher.prepare(side.opts.python or _executable(),
                              worker_env(Path(), side.opts.extra_env))

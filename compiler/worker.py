@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import fcntl
+import gc
 import json
 import logging
 import os
@@ -288,8 +289,13 @@ def measure_memory(m: Model, compiled: Any) -> Memory:
 def measure_latency(m: Model, compiled: Any, spec: WorkerSpec, idle_s: float | None = None
                     ) -> LatencySample:
     timing.warm_up(lambda: m.call(compiled), m.device, timing.warmup_s(spec.gpu_warmup_s, idle_s))
-    timed = timing.measure(lambda: m.call(m.fn), lambda: m.call(compiled), m.device,
-                           spec.rounds, spec.block_ms)
+    gc.collect()
+    gc.disable()  # as timeit does: a collection inside a block is not the model's time
+    try:
+        timed = timing.measure(lambda: m.call(m.fn), lambda: m.call(compiled), m.device,
+                               spec.rounds, spec.block_ms)
+    finally:
+        gc.enable()
     return LatencySample(timer=timed.timer, calls_per_block=timed.calls_per_block,
                          eager_us=timed.eager_us, compiled_us=timed.compiled_us,
                          host_fraction=timed.host_fraction, cpus=spec.pin_cpus)

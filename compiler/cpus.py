@@ -1,0 +1,77 @@
+"""Which cores a GPU timing process has to itself: its pinned cores and their SMT siblings.
+
+A launch-bound model's time is its host's: on the H200 runner whole timing processes ran 40%
+slower on the host side (eager and compiled alike, for launch-bound models; compiled only, for
+a GPU-bound one whose compiled call's launch cost neared its GPU time) while compiles ran on
+the other cores. A core's hyperthread sibling shares its execution units, so compiles are kept
+off the siblings too, and so is the measuring parent itself (``away``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+TOPOLOGY = Path("/sys/devices/system/cpu")
+
+
+def parse_list(text: str) -> set[int]:
+    """A kernel cpu list: ``"3,11"`` or ``"0-3,8"``."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def siblings(cpu: int, topology: Path = TOPOLOGY) -> set[int]:
+    """``cpu`` and the hardware threads sharing its core (just ``cpu`` when unknown)."""
+    try:
+        text = (topology / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text()
+        return parse_list(text) | {cpu}
+    except (OSError, ValueError):
+        return {cpu}
+
+
+def reserved(pinned: Iterable[int], topology: Path = TOPOLOGY) -> set[int]:
+    """The cores nothing else may use while a timing process runs on ``pinned``."""
+    out: set[int] = set()
+    for cpu in pinned:
+        out |= siblings(cpu, topology)
+    return out
+
+
+def available() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:
+        return set(range(os.cpu_count() or 1))
+
+
+def others(pinned: Iterable[int], topology: Path = TOPOLOGY) -> tuple[int, ...]:
+    """The cores left for compiles (all of them when nothing would be left)."""
+    cpus = available()
+    rest = cpus - reserved(pinned, topology)
+    return tuple(sorted(rest or cpus))
+
+
+@contextlib.contextmanager
+def away(pinned: Iterable[int]) -> Iterator[None]:
+    """Keep this process (and what it starts: the fork server, listing children) off the
+    timing cores while measuring; its own affinity is put back after."""
+    pinned = tuple(pinned)
+    before = available()
+    if not pinned:
+        yield
+        return
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setaffinity(0, others(pinned))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setaffinity(0, before)
