@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _repo import branch, make_repo
 
-MEASURED = {"import", "compile", "timing", "wait_device", "memory", "save_artifact",
+MEASURED = {"import", "compile", "timing", "wait_device", "wait_gpu", "memory", "save_artifact",
             "load_artifact"}
 SCENARIOS = {"no-model-change": [], "comment-only": [], "measure-all": ["--measure-all"]}
 HEAD_OF = {"comment-only": "comment"}

@@ -70,21 +70,28 @@ def import_compiler_stack() -> float:
 
 
 class Harness:
-    """Where this process's time goes, by phase, and the status file the parent shows."""
+    """Where this process's time goes, by phase, and the status file the parent shows. Time
+    spent waiting for another process's timing section to end (``quiet``) is its own phase,
+    ``wait_gpu``, not the phase it interrupted."""
 
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
         self.seconds: dict[str, float] = {}
+        self.quiet: QuietLock | None = None
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         with contextlib.suppress(OSError):
             Path(self.spec.status_file).write_text(f"{self.spec.phase}: {name}", encoding="utf-8")
         t0 = time.perf_counter()
+        w0 = self.quiet.waited_s if self.quiet else 0.0
         try:
             yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+            waited = (self.quiet.waited_s if self.quiet else 0.0) - w0
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0 - waited
+            if waited:
+                self.seconds["wait_gpu"] = self.seconds.get("wait_gpu", 0.0) + waited
 
 
 def _classify(exc: BaseException, default: Category) -> Category:
@@ -357,6 +364,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
         raise Failure(Category.UNSUPPORTED, "device cuda requested but "
                       "torch.cuda.is_available() is False on this machine")
     quiet = QuietLock(spec.quiet_lock) if spec.quiet_lock else None
+    h.quiet = quiet
     gpu: GpuSection = quiet.shared if quiet else contextlib.nullcontext
     if spec.phase == "scan":
         return scan(spec, h, gpu)

@@ -134,3 +134,21 @@ def test_without_the_hook_the_benchmarkers_gpu_methods_are_wrapped(
     assert how.startswith("wrapped benchmark_gpu")
     assert bench.benchmark_gpu(lambda: None) == 1.0 and bench.depths == [1]
     assert quiet.GPU_METHODS[0] == "benchmark_gpu"
+
+
+def test_time_waiting_for_a_quiet_gpu_is_its_own_phase(tmp_path: Path) -> None:
+    """A build that waited 0.2 s for another process's timing section spent that in
+    ``wait_gpu``, not in ``build`` (the harness's own cost would look larger than it is)."""
+    from compilewatch.compiler.protocol import WorkerSpec
+    from compilewatch.compiler.worker import Harness
+    from compilewatch.core.schema import Config
+
+    spec = WorkerSpec(suite="micro", model="m", config=Config(), phase="cold", large=False,
+                      rounds=1, block_ms=1.0, out="", status_file=str(tmp_path / "status"))
+    h = Harness(spec)
+    h.quiet = QuietLock(str(tmp_path / "gpu.lock"))
+    with h.phase("build"):
+        time.sleep(0.25)
+        h.quiet.waited_s += 0.2  # as ``shared`` records a wait
+    assert h.seconds["wait_gpu"] == pytest.approx(0.2)
+    assert 0.03 < h.seconds["build"] < 0.2

@@ -8,7 +8,7 @@ from compilewatch.bot.judge.baseline import Baseline, Expected
 from compilewatch.bot.judge.comparison import Comparison, Verdict
 from compilewatch.bot.judge.thresholds import ModelOverride, ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare
-from compilewatch.core.schema import Category
+from compilewatch.core.schema import Category, ModelResult
 from tests.factories import BASE_COMPONENTS, model_result, run_results
 
 
