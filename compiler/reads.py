@@ -5,7 +5,8 @@ the same interpreter and environment run the same code on the same data. ``pr`` 
 ``scan`` process per side (build the model, run it eagerly and under Dynamo with the eager
 backend, on its inputs and its shape sweep) what it read, through an audit hook
 (:pep:`578`): every file opened (imports included) and every directory listed under the side's
-worktree. ``touched`` then says whether the PR's diff reaches any of it.
+worktree. ``touched`` then says whether the PR's diff reaches any of it; ``compiler/unchanged.py``
+makes a verdict of that.
 
 What an audit hook cannot see is treated as unknown, never as "read nothing": a process that
 started another program (a subprocess, ``os.system``, an ``exec``), forked, or loaded a shared
@@ -208,26 +209,3 @@ def touched(reads: Reads, changed: ChangedFiles) -> str | None:
         if directory in reads.import_listed and importable:
             return f"it imports from {directory}, where {importable[0]} appeared or vanished"
     return None
-
-
-def unchanged_by_files(base: Reads, head: Reads, changed: ChangedFiles) -> str | None:
-    """Why a model is the same on both sides without measuring it, or None.
-
-    Both sides read the same files of their checkouts, and the change touches none of them
-    (nor a directory listing they read), so with the same interpreter and environment the
-    same code runs on the same data.
-    """
-    if (base.files, base.listed, base.import_listed) != (head.files, head.listed,
-                                                         head.import_listed):
-        return None
-    if touched(base, changed) or touched(head, changed):
-        return None
-    shown = ", ".join(base.files[:5]) + (f" and {len(base.files) - 5} more"
-                                         if len(base.files) > 5 else "")
-    n = len(base.files)
-    what = (f"none of the {n} files of the repository it reads ({shown})" if n > 1
-            else f"not the one file of the repository it reads ({shown})" if n
-            else "no file it reads (it reads none of the repository's)")
-    return (f"unchanged by construction: the change touches {what}, and both sides run in "
-            "the same environment, so the same code runs; not measured (--measure-all "
-            "measures it)")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from compilewatch.compiler import artifacts, cpus, reads
+from compilewatch.compiler import artifacts, cpus, unchanged
 from compilewatch.compiler.assemble import Outputs, assemble
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.processes import Isolation, Launch, Launcher, worker_env
@@ -332,7 +332,7 @@ class Loop:
         scans = [st.outputs.scan.reads if st.outputs.scan and st.outputs.scan.ok else None
                  for st in sts]
         assert self.settings.changed is not None
-        reason = reads.unchanged_by_files(scans[0], scans[1], self.settings.changed) \
+        reason = unchanged.by_files(scans[0], scans[1], self.settings.changed) \
             if len(scans) == 2 and scans[0] is not None and scans[1] is not None else None
         for st, found in zip(sts, scans, strict=True):
             if found is not None and found.home_files:
@@ -372,8 +372,8 @@ class Loop:
         sts = [self.states.get((s, key)) for s in self.sides]
         if any(st is None or st.done or not st.outputs.cold for st in sts):
             return
-        reason = unchanged_reason(*(st.outputs.cold[0] for st in sts),  # type: ignore[union-attr]
-                                  same_environment=self.settings.same_environment)
+        reason = unchanged.by_keys(*(st.outputs.cold[0] for st in sts),  # type: ignore[union-attr]
+                                   same_environment=self.settings.same_environment)
         if reason is None:
             return
         for st in sts:
@@ -611,29 +611,6 @@ class Loop:
                     fut.cancel()
                 raise
         return self.results
-
-
-def unchanged_reason(base: WorkerOutput, head: WorkerOutput, *,
-                     same_environment: bool) -> str | None:
-    """Why the compiled code of both sides is the same by construction, or None.
-
-    One frame and one graph (no graph break, so no eager Python runs between graphs), equal FX
-    graph and AOTAutograd cache keys (the keys hash the graph, its inputs, the config and the
-    torch build), and the same environment: the same code runs, so there is nothing to time.
-    """
-    if not (same_environment and base.ok and head.ok and base.compile and head.compile):
-        return None
-    for out in (base, head):
-        if out.compile.frames != 1 or out.compile.graphs != 1 or out.graph_breaks \
-                or out.recompiles:
-            return None
-    fx = [[k.key for k in o.cache.fx] for o in (base, head)]
-    aot = [[k.key for k in o.cache.aot] for o in (base, head)]
-    if not fx[0] or fx[0] != fx[1] or aot[0] != aot[1]:
-        return None
-    return ("unchanged by construction: one frame, one graph, no graph break, equal FX graph "
-            "and AOTAutograd cache keys and the same environment on both sides, so the same "
-            "compiled code runs; not timed (--measure-all times it)")
 
 
 def measure(sides: Sequence[Side], settings: LoopSettings = LoopSettings(),
