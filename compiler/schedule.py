@@ -220,7 +220,8 @@ class Loop:
         for n, key in enumerate(self.order):
             jobs = {side.name: job for side in self._sides_in_order(n)
                     if (job := next((j for j in side.jobs if ident(j) == key), None))}
-            scans = self._scans(jobs)
+            scans = self._scans(jobs) and not any(precheck(job, self.sides[name].opts)
+                                                   for name, job in jobs.items())
             for name, job in jobs.items():
                 side = self.sides[name]
                 st = _JobState(side, job, n)

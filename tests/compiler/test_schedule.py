@@ -329,3 +329,19 @@ def test_a_model_on_one_side_only_and_a_failed_scan_are_measured(
     b = runs["head"][1].result
     assert b.compile_skipped
     assert any("repository's own checkout" in n for n in b.notes)
+
+
+def test_a_model_skipped_on_one_side_is_not_scanned(jobs: list[Job], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Head's version of model a no longer runs on this device: it is skipped there, and base's
+    side is measured (not left waiting for a scan that never comes)."""
+    from dataclasses import replace
+
+    _fake(monkeypatch, output=_scanning({}))
+    o = replace(OPTS, watch_root=tmp_path)
+    gone = Job(jobs[0].suite, replace(jobs[0].spec, devices=("cuda",)), jobs[0].config)
+    runs = measure([Side("base", jobs[:1], o), Side("head", [gone], o)],
+                   LoopSettings(isolation="spawn", changed=_diff(("M", "README.md"))))
+    assert runs["head"][0].result.category is Category.UNSUPPORTED
+    assert runs["base"][0].result.status is Status.PASS
+    assert ("base", "a", "scan") not in FakeLauncher.launches

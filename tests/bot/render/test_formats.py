@@ -177,10 +177,13 @@ hostile = st.lists(st.sampled_from(HOSTILE) | st.text(max_size=6), min_size=1,
 
 
 def _hostile_comparison(s: str) -> Comparison:
-    base = [model_result("m", seed=1), model_result("gone", seed=1)]
+    # "same": not measured, its reason naming the files it read (a PR's file names)
+    same = model_result("same").model_copy(update={
+        "compile_skipped": True, "timing_skipped": "unchanged: it reads " + s})
+    base = [model_result("m", seed=1), model_result("gone", seed=1), same]
     head = [model_result("m", seed=2, graph_breaks=["gb " + s], recompiles=["rc " + s],
                          components={**BASE_COMPONENTS, "comp " + s: "h"}),
-            model_result("new", seed=2, category=Category.CRASH, error="err " + s)]
+            model_result("new", seed=2, category=Category.CRASH, error="err " + s), same]
     return compare(run_results(base, ref="ref " + s, run_id="base-run-0001"),
                    run_results(head, run_id="head-run-0001"))
 
