@@ -1,10 +1,11 @@
 """Which cores a GPU timing process has to itself: its pinned cores and their SMT siblings.
 
-A launch-bound model's time is its host's: on the H200 runner whole timing processes ran 40%
-slower on the host side (eager and compiled alike, for launch-bound models; compiled only, for
-a GPU-bound one whose compiled call's launch cost neared its GPU time) while compiles ran on
-the other cores. A core's hyperthread sibling shares its execution units, so compiles are kept
-off the siblings too, and so is the measuring parent itself (``away``).
+A launch-bound model's time is its host's: on the H200 runner whole timing processes ran 10-50%
+slower on the host side (eager and compiled alike) while compiles ran on the other cores. A
+core's hyperthread sibling shares its execution units, so compiles are kept off the siblings
+too, and so is the measuring parent itself with its fork server (``away``), which used to run
+anywhere. (That runner has one thread per core, so there the siblings rule changes nothing, and
+keeping the parent away did not end the slow processes: their cause there is not known.)
 """
 
 from __future__ import annotations
