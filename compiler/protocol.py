@@ -58,10 +58,9 @@ class WorkerSpec(_Frozen):
     trace_dir: str | None = None  # keep the structured trace of this compile here
     pin_cpus: tuple[int, ...] = ()  # where the measuring section runs
     prepare_cpus: tuple[int, ...] = ()  # where the rest runs (off the timing cores)
-    device_lock: str | None = None  # a file: one measuring section at a time
-    # a file: GPU work outside timing sections takes it shared, timing sections exclusively
-    # (``compiler/quiet.py``)
-    quiet_lock: str | None = None
+    # a file (GPU runs): one timing section at a time, and every other GPU section waits while
+    # one runs (``compiler/quiet.py``)
+    device_lock: str | None = None
     gpu_warmup_s: float = Field(0.0, ge=0)
     watch_root: str | None = None  # scan: record what is read under this folder (a checkout)
     home_root: str | None = None  # scan: and count what is read under this one (the user's)

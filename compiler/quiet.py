@@ -1,5 +1,5 @@
-"""Quiet timing sections on a shared GPU: while one process times steady state, no other worker
-of the run puts work on the GPU.
+"""The device lock of a GPU run: one timing section at a time, and while one process times
+steady state, no other worker of the run puts work on the GPU.
 
 With compiles running beside GPU timing (``overlap``), the other workers' GPU work lands inside
 the timed blocks: CUDA events measure elapsed GPU time, and the GPU time-slices between
@@ -15,7 +15,8 @@ benchmark), so a timing section waits for milliseconds. The compile itself runs 
 benchmarks queue, reached through Inductor's own hook where torch has it
 (``set_gpu_benchmark_lock_context``, torch 2.12 and later) and by wrapping the benchmarker's
 GPU methods where it has not. The time a compile spends waiting is subtracted from its wall
-time (``waited_s``).
+time (``waited_s``). The lock file also holds when the last timing section ended, so one that
+follows at once needs only a short warm-up (``exclusive`` yields the idle seconds).
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ class QuietLock:
                     fcntl.flock(self._open()[0], fcntl.LOCK_UN)
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """A timing section: no other worker's GPU section runs until it ends."""
+    def exclusive(self) -> Iterator[float | None]:
+        """A timing section: one at a time, and no other worker's GPU section runs until it
+        ends. Yields the seconds since the previous one ended (None: there was none)."""
         quiet, turn = self._open()
         assert self._depth == 0, "a timing section inside a shared GPU section"
         fcntl.flock(turn, fcntl.LOCK_EX)
@@ -78,12 +80,26 @@ class QuietLock:
             fcntl.flock(quiet, fcntl.LOCK_EX)
             self._exclusive = True
             try:
-                yield
+                yield _idle_since(quiet)
             finally:
                 self._exclusive = False
+                with contextlib.suppress(OSError):
+                    quiet.seek(0)
+                    quiet.truncate()
+                    quiet.write(repr(time.time()))
+                    quiet.flush()
                 fcntl.flock(quiet, fcntl.LOCK_UN)
         finally:
             fcntl.flock(turn, fcntl.LOCK_UN)
+
+
+def _idle_since(f: IO[str]) -> float | None:
+    """Seconds since the previous timing section left (None: no previous one)."""
+    try:
+        f.seek(0)
+        return max(0.0, time.time() - float(f.read().strip()))
+    except (OSError, ValueError):
+        return None
 
 
 def guard_benchmarks(lock: QuietLock) -> str:

@@ -397,9 +397,9 @@ class Loop:
         phase: Phase = "warm" if kind == "timing" else kind
         scan = kind == "scan"
         first_timing = (kind == "timing" and index == 1) or (times and kind == "cold")
-        pin = opts.pin_cpus if times else self._compile_cpus(opts)
-        lock = str(self.launcher.root / "device.lock") if times and self.settings.overlap \
-            else None
+        compile_cpus = self._compile_cpus(opts)
+        pin = opts.pin_cpus if times else compile_cpus
+        lock = str(self.launcher.root / "device.lock") if self.settings.overlap else None
         cache_dir = st.cache_dir
         if kind == "cold" and index > 1:
             cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-cold{index}")
@@ -416,9 +416,8 @@ class Loop:
             time_steady_state=times, measure_memory=first_timing,
             check_accuracy=(kind == "cold" and index == 1) or kind == "warm_start",
             save_artifact=save, pin_cpus=pin, device_lock=lock,
-            prepare_cpus=self._compile_cpus(opts) if times else (),
+            prepare_cpus=compile_cpus if times else (),
             gpu_warmup_s=opts.gpu_warmup_s if times else 0.0,
-            quiet_lock=str(self.launcher.root / "gpu.lock") if self.settings.overlap else None,
             watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
             home_root=str(opts.home_root) if scan and opts.home_root else None,
             out="", status_file="")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import gc
 import json
 import logging
@@ -77,7 +76,7 @@ class Harness:
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
         self.seconds: dict[str, float] = {}
-        self.quiet: QuietLock | None = None
+        self.quiet = QuietLock(spec.device_lock) if spec.device_lock else None
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -363,8 +362,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     if spec.config.device == "cuda" and not torch.cuda.is_available():
         raise Failure(Category.UNSUPPORTED, "device cuda requested but "
                       "torch.cuda.is_available() is False on this machine")
-    quiet = QuietLock(spec.quiet_lock) if spec.quiet_lock else None
-    h.quiet = quiet
+    quiet = h.quiet
     gpu: GpuSection = quiet.shared if quiet else contextlib.nullcontext
     if spec.phase == "scan":
         return scan(spec, h, gpu)
@@ -375,7 +373,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
             guarded = guard_benchmarks(quiet)
         except Exception as e:  # a torch that moved its benchmarker: compile unguarded
             guarded = f"not guarded ({type(e).__name__}: {e})"
-        if guarded == "not guarded" or guarded.startswith("not guarded ("):
+        if guarded.startswith("not guarded"):
             probe.notes.append(f"Inductor's GPU benchmarks are {guarded}: autotuning may "
                                "have run beside another model's timing")
     with h.phase("build"), gpu():
@@ -403,7 +401,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
             result["accuracy"] = check_accuracy(m, compiled, out, eager_out, det)
     if not (spec.measure_memory or spec.time_steady_state):
         return result
-    with device(spec, h, quiet) as idle_s:
+    with device(spec, h) as idle_s:
         if spec.measure_memory:
             with h.phase("memory"):
                 result["memory"] = measure_memory(m, compiled)
@@ -414,50 +412,24 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def device(spec: WorkerSpec, h: Harness, quiet: QuietLock | None = None
-           ) -> Iterator[float | None]:
-    """The measuring section: wait for the device lock (one timing process at a time; the
-    others build and compile meanwhile), then for the other workers' GPU sections to end
-    (``quiet``), then move to the timing cores. Yields how long the device has been idle since
-    the last section ended (None: unknown), so a section that follows another at once needs no
-    long warm-up. The lock file holds that time."""
+def device(spec: WorkerSpec, h: Harness) -> Iterator[float | None]:
+    """The measuring section: wait for the device lock (one timing section at a time, and the
+    other workers' GPU sections ended; they build and compile meanwhile), then move to the
+    timing cores. Yields how long the device has been idle since the last section ended
+    (None: unknown), so a section that follows another at once needs no long warm-up."""
     import torch
 
-    lock, idle = None, None
-    stack = contextlib.ExitStack()
-    if spec.device_lock:
-        with h.phase("wait_device"):
-            lock = open(spec.device_lock, "a+")  # noqa: SIM115 - held until the block ends
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if quiet is not None:
-                stack.enter_context(quiet.exclusive())
-        idle = _idle_since(lock)
-    try:
+    with contextlib.ExitStack() as stack:
+        idle = None
+        if h.quiet is not None:
+            with h.phase("wait_device"):
+                idle = stack.enter_context(h.quiet.exclusive())
         if spec.pin_cpus:
             with contextlib.suppress(OSError, AttributeError):
                 os.sched_setaffinity(0, spec.pin_cpus)
             if spec.config.device == "cpu":
                 torch.set_num_threads(len(spec.pin_cpus))
         yield idle
-    finally:
-        stack.close()
-        if lock is not None:
-            with contextlib.suppress(OSError):
-                lock.seek(0)
-                lock.truncate()
-                lock.write(repr(time.time()))
-                lock.flush()
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            lock.close()
-
-
-def _idle_since(lock: Any) -> float | None:
-    """Seconds since the previous holder of the device lock left (None: no previous one)."""
-    try:
-        lock.seek(0)
-        return max(0.0, time.time() - float(lock.read().strip()))
-    except (OSError, ValueError):
-        return None
 
 
 def run_spec(spec: WorkerSpec, import_s: float | None, paid_import: bool = True
