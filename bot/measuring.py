@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -21,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.render.run_table import log_console
 from compilewatch.compiler import schedule
+from compilewatch.compiler.cpus import available as available_cpus
 from compilewatch.compiler.processes import Isolation, base_env
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import Event, JobRun, LoopSettings, RunOptions, Side
@@ -90,7 +90,7 @@ class MeasureOptions:
             raise UsageError("--processes must be >= 0")
         if self.compile_slots is not None and self.compile_slots < 1:
             raise UsageError("--compile-slots must be >= 1")
-        cpus = _cpus()
+        cpus = available_cpus()
         bad = sorted(set(self.pin_cpus or ()) - cpus)
         if bad:
             raise UsageError(f"--pin-cpus {bad} not among this process's CPUs {sorted(cpus)}")
@@ -101,7 +101,7 @@ class MeasureOptions:
 
     def resolved(self) -> MeasureOptions:
         """These options with every ``None`` replaced by the device's default."""
-        cpus = sorted(_cpus())
+        cpus = sorted(available_cpus())
         slots = max(2, min(8, len(cpus) // 4)) if self.gpu else 1
         return dataclasses.replace(
             self,
@@ -127,13 +127,6 @@ class MeasureOptions:
         return LoopSettings(isolation=r.isolation, compile_slots=r.compile_slots,
                             overlap=self.gpu, measure_all=r.measure_all,
                             same_environment=same_environment, changed=changed)
-
-
-def _cpus() -> set[int]:
-    try:
-        return set(os.sched_getaffinity(0))
-    except AttributeError:
-        return set(range(os.cpu_count() or 1))
 
 
 def preload_of(sides: list[Side]) -> list[str]:

@@ -47,6 +47,7 @@ def reserved(pinned: Iterable[int], topology: Path = TOPOLOGY) -> set[int]:
 
 
 def available() -> set[int]:
+    """The cores this process may run on."""
     try:
         return set(os.sched_getaffinity(0))
     except AttributeError:

@@ -187,25 +187,28 @@ def _entry_below(directory: str, path: str) -> str:
     return rest.split("/", 1)[0]
 
 
-def touched(reads: Reads, changed: ChangedFiles) -> str | None:
-    """The first way the change reaches what the model read, as a sentence; None: it does
-    not."""
+def _parents(path: str) -> set[str]:
+    """The folders above ``path``: ``a/b/c.py`` -> ``{"a", "a/b"}``."""
+    parts = path.split("/")[:-1]
+    return {"/".join(parts[:k]) for k in range(1, len(parts) + 1)}
+
+
+def touched(reads: Reads, changed: ChangedFiles) -> bool:
+    """Whether the change reaches what the model read (always, when that is not known)."""
     if reads.opaque:
-        return f"it {reads.opaque}, so what it read is not known"
-    files = set(reads.files)
-    for path in sorted(changed.paths):
-        if path in files or any(f.startswith(path + "/") for f in files):
-            return f"it reads {path}"
-    data_dirs = {posixpath.dirname(f) for f in files if not f.endswith((".py", ".pyc"))}
-    for path in sorted(changed.paths):
-        if posixpath.dirname(path) in data_dirs:
-            return f"{path} sits beside a data file it reads"
-    for directory in sorted(changed.listings):
+        return True
+    paths = changed.paths
+    # a file it read, or a path above one (a submodule, a link to a folder)
+    if any(f in paths or not paths.isdisjoint(_parents(f)) for f in reads.files):
+        return True
+    data_dirs = {posixpath.dirname(f) for f in reads.files if not f.endswith(".py")}
+    if any(posixpath.dirname(p) in data_dirs for p in paths):
+        return True
+    for directory in changed.listings & {*reads.listed, *reads.import_listed}:
+        if directory in reads.listed:
+            return True
         names = {_entry_below(directory, p) for p in changed.named
                  if directory == "." or p.startswith(directory + "/")}
-        if directory in reads.listed:
-            return f"it lists {directory}, where {sorted(names)[0]} appeared or vanished"
-        importable = sorted(n for n in names if "." not in n or n.endswith(_IMPORT_SUFFIXES))
-        if directory in reads.import_listed and importable:
-            return f"it imports from {directory}, where {importable[0]} appeared or vanished"
-    return None
+        if any("." not in n or n.endswith(_IMPORT_SUFFIXES) for n in names):
+            return True
+    return False
