@@ -71,8 +71,8 @@ SHORT_WARMUP_S = 0.1
 
 def warmup_s(full_s: float, idle_s: float | None) -> float:
     """The warm-up a timing section needs: all of it after an idle device (or when unknown),
-    a short one right after another section (the GPU's clocks are still up; on the H200 the
-    full 0.5 s warm-up of each of a PR's ~70 timing processes was half a minute of GPU time)."""
+    a short one right after another section (the GPU's clocks are still up): a PR of 13
+    models measured in full runs 78 timing processes, 39 s of warm-up at 0.5 s each."""
     if idle_s is not None and idle_s < BUSY_S:
         return min(full_s, SHORT_WARMUP_S)
     return full_s
