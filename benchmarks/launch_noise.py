@@ -1,0 +1,159 @@
+"""Where does a launch-bound model's process-to-process noise come from? Numbers in
+docs/verdict-quality.md.
+
+    python benchmarks/launch_noise.py --processes 4
+
+A launch-bound model (20 tiny Linear layers, batch 8) is timed the way a timing process times
+it (``compiler/timing.py``: interleaved eager/compiled blocks, pinned to one core, after a
+warm-up), in fresh processes, under three conditions taken in turn so that drift hits each alike:
+
+- ``idle``: nothing else runs;
+- ``cpu-load``: every other core spins (what concurrent compiles do to the host);
+- ``gpu-warm``: idle, and the warm-up is a large matmul (the GPU's clocks at their top) rather
+  than the model itself;
+- ``ctx-idle``: three other processes hold a CUDA context and do nothing (what waiting
+  workers do);
+- ``gpu-others``: three other processes keep launching small kernels (GPU work that no lock
+  holds back: the device time-slices between contexts).
+
+Each process also times a fixed reference (20 tiny eager adds: the same code whatever a pull
+request changes), to see whether it moves with the model and could witness the host's state.
+It prints, per condition, each process's medians and their spread ((max - min) / median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CONDITIONS = ("idle", "cpu-load", "gpu-warm", "ctx-idle", "gpu-others")
+_OTHER = """
+import sys, time, torch
+x = torch.randn(64, 64, device="cuda")
+torch.cuda.synchronize()
+print("ready", flush=True)
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    if sys.argv[1] == "busy":
+        for _ in range(100):
+            x = torch.tanh(x)
+        torch.cuda.synchronize()
+    else:
+        time.sleep(0.05)
+"""
+
+
+def _child(condition: str, core: int) -> None:
+    os.sched_setaffinity(0, {core})
+    import torch
+
+    from compilewatch.compiler import timing
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    net = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(20)]).to(device)
+    x = torch.randn(8, 32, device=device)
+    compiled = torch.compile(net)
+    with torch.no_grad():
+        compiled(x)
+        small = [torch.randn(8, 32, device=device) for _ in range(2)]
+
+        def reference() -> None:
+            y = small[0]
+            for _ in range(20):
+                y = y + small[1]
+
+        if condition == "gpu-warm" and device == "cuda":
+            big = torch.randn(4096, 4096, device=device)
+            timing.warm_up(lambda: big @ big, device, 0.5)
+        else:
+            timing.warm_up(lambda: compiled(x), device, 0.5)
+        t = timing.measure(lambda: net(x), lambda: compiled(x), device, 30, 20.0)
+        ref = timing.measure(reference, reference, device, 10, 20.0)
+    clock = ""
+    if device == "cuda":
+        clock = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader"],
+                               capture_output=True, text=True).stdout.strip()
+    print(json.dumps({"eager": statistics.median(t.eager_us),
+                      "compiled": statistics.median(t.compiled_us),
+                      "reference": statistics.median(ref.eager_us + ref.compiled_us),
+                      "host_fraction": t.host_fraction, "clock": clock}))
+
+
+def _spin(stop: float) -> None:
+    while time.monotonic() < stop:
+        pass
+
+
+def _others(condition: str, cores: list[int], env: dict[str, str]) -> list[subprocess.Popen]:
+    """Other processes with a CUDA context of their own, started and ready."""
+    if condition not in ("ctx-idle", "gpu-others"):
+        return []
+    mode = "busy" if condition == "gpu-others" else "idle"
+    procs = [subprocess.Popen([sys.executable, "-c", _OTHER, mode], env=env, text=True,
+                              stdout=subprocess.PIPE) for _ in range(3)]
+    for p, core in zip(procs, cores, strict=False):
+        os.sched_setaffinity(p.pid, {core})
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    return procs
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{(max(xs) - min(xs)) / statistics.median(xs):.0%}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--processes", type=int, default=4)
+    ap.add_argument("--condition", action="append", choices=CONDITIONS, default=None)
+    ap.add_argument("--child", choices=CONDITIONS)
+    args = ap.parse_args()
+    conditions = tuple(args.condition or CONDITIONS)
+    cores = sorted(os.sched_getaffinity(0))
+    if args.child:
+        _child(args.child, cores[-1])
+        return
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="launch-noise-"))
+    cmd = [sys.executable, __file__, "--child"]
+    subprocess.run([*cmd, "idle"], env=env, check=True, capture_output=True)  # warms the cache
+    rows: dict[str, list[dict]] = {c: [] for c in conditions}
+    for _ in range(args.processes):
+        for condition in conditions:
+            spinners: list = []
+            others = _others(condition, cores[:-1], env)
+            if condition == "cpu-load":
+                stop = time.monotonic() + 60
+                for core in cores[:-1]:
+                    p = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
+                    p.start()
+                    os.sched_setaffinity(p.pid, {core})
+                    spinners.append(p)
+            try:
+                out = subprocess.run([*cmd, condition], env=env, check=True,
+                                     capture_output=True, text=True).stdout
+            finally:
+                for p in [*spinners, *others]:
+                    p.terminate()
+                    (p.join if hasattr(p, "join") else p.wait)()
+            rows[condition].append(json.loads(out.strip().splitlines()[-1]))
+            print(condition, rows[condition][-1], file=sys.stderr, flush=True)
+    print("| condition | eager µs per process | compiled µs | reference µs | spread "
+          "(eager / compiled / reference) | SM clock after |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for condition, rs in rows.items():
+        cols = {k: [r[k] for r in rs] for k in ("eager", "compiled", "reference")}
+        print(f"| {condition} | " + " | ".join(", ".join(f"{v:.0f}" for v in vs)
+                                           for vs in cols.values())
+              + f" | {' / '.join(_spread(vs) for vs in cols.values())} | "
+              + ", ".join(r["clock"] for r in rs) + " |")
+
+
+if __name__ == "__main__":
+    main()
