@@ -49,8 +49,7 @@ class NoiseBands:
 
 
 def verdict_of(est: Estimate, threshold: MetricThreshold, *, base: float, head: float,
-               noise_factor: float, noisy_half_width: float,
-               noise: float | None = None) -> tuple[Verdict, float]:
+               noise_factor: float, noisy_half_width: float) -> tuple[Verdict, float]:
     """The verdict for a higher-is-worse ratio, and the band (the relative change a verdict
     needed) it was judged with.
 
@@ -58,14 +57,8 @@ def verdict_of(est: Estimate, threshold: MetricThreshold, *, base: float, head: 
     unchanged: the whole interval lies inside the threshold (or the absolute change is under
     ``min_abs``); noisy: an interval wider than ``noisy_half_width`` either way (log scale), so
     that nothing else can be concluded; within noise: anything else.
-
-    The band is ``noise_factor`` times ``noise``, the model's noise as learned by ``calibrate``
-    (0 when nothing was learned: the threshold alone), not this run's spread: that already
-    widens the interval, and counting it twice hid a +9.8% compiler-side change on the H200
-    whose interval was [+2.6%, +17%] (three processes a side spread 5%, so the band became
-    10.5%). Without ``noise`` the estimate's own is used.
     """
-    band = max(threshold.regression, noise_factor * (est.sd if noise is None else noise))
+    band = max(threshold.regression, noise_factor * est.sd)
     if abs(head - base) < threshold.min_abs:
         return Verdict.UNCHANGED, band
     if est.ratio >= 1.0 + band and est.low > 1.0:

@@ -60,27 +60,22 @@ def _ran(r: ModelResult) -> bool:
 
 def _delta(est: Estimate | None, base: float, head: float, t: MetricThreshold | None,
            judge: Judging, *, note: str | None = None, method: str | None = None,
-           calibrated: bool = False, prior: Prior | None = None) -> Delta:
-    """One metric, judged (``t`` given) or only shown. With a ``prior`` the band is the
-    threshold, or ``noise_factor`` times the noise ``calibrate`` learned where that is more; the
-    run's own spread and a default prior widen the interval only (``stats.verdict_of``)."""
+           calibrated: bool = False) -> Delta:
+    """One metric, judged (``t`` given) or only shown."""
     if est is None:
         return Delta(base=base, head=head, note=note, method=method)
     verdict, band = (None, None)
-    noise = est.sd if prior is None else prior.sd
-    band_noise = est.sd if prior is None else (prior.sd if calibrated else 0.0)
     if t is not None:
         verdict, band = verdict_of(est, t, base=base, head=head,
                                    noise_factor=judge.thresholds.noise_factor,
-                                   noisy_half_width=judge.thresholds.noisy_half_width,
-                                   noise=band_noise)
+                                   noisy_half_width=judge.thresholds.noisy_half_width)
         if judge.host_noisy and verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT,
                                             Verdict.WITHIN_NOISE):
             verdict = Verdict.NOISY  # the preflight found the host too noisy: never judged
     return Delta(base=base, head=head, ratio=est.ratio, ci_low=est.low, ci_high=est.high,
                  verdict=verdict, gating=verdict is Verdict.REGRESSION and t is not None
                  and t.gate, threshold=t.regression if t is not None else None, note=note,
-                 band=band, noise=noise, calibrated=calibrated, samples=est.processes,
+                 band=band, noise=est.sd, calibrated=calibrated, samples=est.processes,
                  method=method or ("paired processes" if est.paired else "processes"))
 
 
@@ -153,7 +148,7 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
                              for pe, pc in hl.per_process()], confidence=t.confidence)
     return (
         _delta(compiled, bl.compiled_median_us, hl.compiled_median_us, threshold, judge,
-               note=note, method=method, calibrated=calibrated, prior=prior),
+               note=note, method=method, calibrated=calibrated),
         _delta(eager, bl.eager_median_us, hl.eager_median_us, None, judge),
         _delta(speed, b.speedup.value if b.speedup else 0.0,
                h.speedup.value if h.speedup else 0.0, None, judge),
@@ -229,8 +224,7 @@ def _compile_time(base: list[float], head: list[float], t: MetricThreshold, metr
                           confidence=judge.thresholds.confidence, prior=prior, paired=paired)
     method = ("pairs run side by side" if concurrent else "pairs run in turn") if paired \
         else "processes"
-    return _delta(est, b_med, h_med, t, judge, method=method, calibrated=calibrated,
-                  prior=prior)
+    return _delta(est, b_med, h_med, t, judge, method=method, calibrated=calibrated)
 
 
 def _point(base: float | None, head: float | None, t: MetricThreshold | None,
