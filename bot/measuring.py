@@ -23,7 +23,14 @@ from compilewatch.compiler import schedule
 from compilewatch.compiler.cpus import available as available_cpus
 from compilewatch.compiler.processes import Isolation, base_env
 from compilewatch.compiler.reads import ChangedFiles
-from compilewatch.compiler.schedule import Event, JobRun, LoopSettings, RunOptions, Side
+from compilewatch.compiler.schedule import (
+    Event,
+    FollowUp,
+    JobRun,
+    LoopSettings,
+    RunOptions,
+    Side,
+)
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import (
     SCHEMA_VERSION,
@@ -79,6 +86,9 @@ class MeasureOptions:
     pin_cpus: tuple[int, ...] | None = None
     measure_all: bool = False
     quiet: bool = False
+    # timing processes a side added to a model whose first verdict is undecided but past its
+    # threshold (``bot/judge/followup.py``); None: 3 on cuda, 0 on cpu
+    extra_processes: int | None = None
 
     def check(self) -> None:
         """Refuse, before minutes of measuring, options the loop cannot use."""
@@ -90,6 +100,8 @@ class MeasureOptions:
             raise UsageError("--processes must be >= 0")
         if self.compile_slots is not None and self.compile_slots < 1:
             raise UsageError("--compile-slots must be >= 1")
+        if self.extra_processes is not None and self.extra_processes < 0:
+            raise UsageError("--extra-processes must be >= 0")
         cpus = available_cpus()
         bad = sorted(set(self.pin_cpus or ()) - cpus)
         if bad:
@@ -109,6 +121,8 @@ class MeasureOptions:
             timing_processes=(self.timing_processes if self.timing_processes is not None
                               else (3 if self.gpu else 2)),
             compile_slots=self.compile_slots or slots,
+            extra_processes=(self.extra_processes if self.extra_processes is not None
+                             else (3 if self.gpu else 0)),
             pin_cpus=self.pin_cpus if self.pin_cpus is not None else (
                 (cpus[-1],) if self.gpu and len(cpus) > 1 else ()))
 
@@ -121,12 +135,14 @@ class MeasureOptions:
                           gpu_warmup_s=0.5 if self.gpu else 0.0, **extra)
 
     def loop_settings(self, same_environment: bool = True,
-                      changed: ChangedFiles | None = None) -> LoopSettings:
+                      changed: ChangedFiles | None = None,
+                      follow_up: FollowUp | None = None) -> LoopSettings:
         r = self.resolved()
         assert r.compile_slots is not None
         return LoopSettings(isolation=r.isolation, compile_slots=r.compile_slots,
                             overlap=self.gpu, measure_all=r.measure_all,
-                            same_environment=same_environment, changed=changed)
+                            same_environment=same_environment, changed=changed,
+                            follow_up=follow_up, extra_timing=r.extra_processes or 0)
 
 
 def preload_of(sides: list[Side]) -> list[str]:
@@ -136,8 +152,8 @@ def preload_of(sides: list[Side]) -> list[str]:
 
 def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environment: bool = True,
                   changed: ChangedFiles | None = None, console: Console | None = None,
-                  on_done: Callable[[dict[str, list[JobRun]]], None] | None = None
-                  ) -> dict[str, list[JobRun]]:
+                  on_done: Callable[[dict[str, list[JobRun]]], None] | None = None,
+                  follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
     """Measure through the one loop with a progress bar; ``on_done`` gets the runs so far of
     every side after each model, so callers checkpoint and a job killed after hours keeps what
     it measured."""
@@ -171,9 +187,9 @@ def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environmen
             if on_done is not None:
                 on_done(done)
 
-        results = schedule.measure(sides, options.loop_settings(same_environment, changed),
-                                   on_event,
-                                   preload_of(sides))
+        results = schedule.measure(
+            sides, options.loop_settings(same_environment, changed, follow_up), on_event,
+            preload_of(sides))
         progress.update(bar, description="done", phase="")
     return results
 

@@ -33,8 +33,9 @@ from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.project import (
     compare_with_project,
+    follow_up,
     load_project_config,
-    noise_bands,
+    noise_bands_of,
 )
 from compilewatch.bot.judge.verdicts import raise_on_gating
 from compilewatch.bot.measuring import (
@@ -297,11 +298,11 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
             for s, run in results_of(done, finished=False).items():
                 save_results(run, req.out / f"{s}.json")
 
-        measured = measure(sides, req.measure, same_environment=same_env, changed=changed,
-                           on_done=checkpoint)
-        runs = results_of(measured)
         # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
-        noise = noise_bands(req.db_url, runs["base"])
+        noise = noise_bands_of(req.db_url, envs[pythons["base"]].fingerprint)
+        measured = measure(sides, req.measure, same_environment=same_env, changed=changed,
+                           on_done=checkpoint, follow_up=follow_up(trees["base"], noise))
+        runs = results_of(measured)
         comparison = compare_with_project(runs["base"], runs["head"], trees["base"], noise)
         if any(diagnostics.flagged(r) for r in comparison.rows):
             runs = diagnostics.attach(comparison, runs, stage)  # type: ignore[assignment]

@@ -85,6 +85,10 @@ class RunOptions:
     home_root: Path | None = None
 
 
+# (base's result so far, head's) -> why more timing processes would settle it, or None
+FollowUp = Callable[[ModelResult, ModelResult], str | None]
+
+
 @dataclass(frozen=True)
 class LoopSettings:
     """How the loop runs its processes, for all sides alike."""
@@ -98,6 +102,10 @@ class LoopSettings:
     measure_all: bool = False  # time models that are unchanged by construction too
     same_environment: bool = True  # both sides in one interpreter and environment
     changed: ChangedFiles | None = None  # what differs between the two sides' checkouts
+    # with two sides: once both sides' timing processes are in, ``follow_up(base, head)`` says
+    # why the model needs ``extra_timing`` more timing processes a side (None: it does not)
+    follow_up: FollowUp | None = None
+    extra_timing: int = 0
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,7 @@ class _JobState:
     rejected: str | None = None
     done: bool = False
     result: JobRun | None = None
+    followed_up: bool = False  # asked once whether more timing processes would settle it
 
 
 class Loop:
@@ -363,8 +372,7 @@ class Loop:
                 self._plan_rest(st)
         self._maybe_skip_timing(key)
         for st in sts:  # the partner that waited may have nothing more to run
-            if st.planned and st.pending == 0 and not st.done:
-                self._finish(st)
+            self._settle(st)
 
     def _maybe_skip_timing(self, key: Ident) -> None:
         """With both sides' first cold compile done: skip what cannot differ."""
@@ -387,8 +395,7 @@ class Loop:
                     queue.remove(t)
                     st.pending -= 1
                 heapq.heapify(queue)
-            if st.planned and st.pending == 0 and not st.done:
-                self._finish(st)
+            self._settle(st)
 
     # --- running ---------------------------------------------------------------------------
 
@@ -489,8 +496,51 @@ class Loop:
             st.outputs.timing.append(output)
         elif output is not None:
             self._record_warm_start(st, output)
-        if st.planned and st.pending == 0 and not st.done:
+        self._settle(st)
+
+    def _settle(self, st: _JobState) -> None:
+        """Finish a (side, job) with nothing left to run, unless it waits for its partner or
+        for the timing processes a follow-up just queued."""
+        if st.planned and st.pending == 0 and not st.done and not self._follow_up(st):
             self._finish(st)
+
+    def _follow_up(self, st: _JobState) -> bool:
+        """With two sides and ``follow_up``: once both sides' timing is in, ask (once) whether
+        more timing processes would settle the model, and queue them, interleaved as before.
+        True: ``st`` is not finished yet (it waits for its partner, or for those processes)."""
+        s = self.settings
+        if s.follow_up is None or s.extra_timing <= 0 or len(self.sides) != 2 \
+                or st.followed_up or not st.outputs.timing:
+            return False
+        key = ident(st.job)
+        sts = [self.states.get((name, key)) for name in self.sides]
+        other = next((o for o in sts if o is not None and o is not st), None)
+        if other is None or other.done or other.followed_up:
+            return False
+        if not (other.planned and other.pending == 0):
+            return True  # its partner is still measuring: decide when both are in
+        if not other.outputs.timing:
+            return False
+        pair = [o for o in sts if o is not None]
+        for o in pair:
+            o.followed_up = True
+        why = s.follow_up(*(self._so_far(o) for o in pair))
+        if why is None:
+            self._finish(other)
+            return False
+        for o in pair:
+            o.outputs.notes.append(f"{s.extra_timing} more timing processes a side: {why}")
+            first = len(o.outputs.timing)
+            for k in range(first + 1, first + s.extra_timing + 1):
+                self._push(o, "timing", k)
+        return True
+
+    def _so_far(self, st: _JobState) -> ModelResult:
+        job = st.job
+        base = {"model": job.spec.name, "suite": job.suite.name, "config": job.config,
+                "tags": list(job.spec.tags)}
+        st.outputs.cold_concurrent = self.settings.compile_slots > 1
+        return assemble(base, st.outputs, st.was_empty)
 
     def _keep_trace(self, st: _JobState) -> str | None:
         """The first cold compile's trace, gzipped into the diagnostics folder; its path relative
@@ -521,11 +571,7 @@ class Loop:
             st.outputs.notes.append(f"warm start from the published artifact: {problem}")
 
     def _finish(self, st: _JobState) -> None:
-        job = st.job
-        base = {"model": job.spec.name, "suite": job.suite.name, "config": job.config,
-                "tags": list(job.spec.tags)}
-        st.outputs.cold_concurrent = self.settings.compile_slots > 1
-        result = assemble(base, st.outputs, st.was_empty)
+        result = self._so_far(st)
         saved = st.artifact if st.artifact is not None and st.artifact.is_file() else None
         info = st.outputs.cold[0].artifact.model_dump(exclude_none=True) \
             if st.outputs.cold and st.outputs.cold[0].artifact else {}

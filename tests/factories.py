@@ -285,3 +285,16 @@ class FakeLauncher:
             raise KeyboardInterrupt  # the job is cancelled while this process runs
         on_phase(f"{launch.spec.phase}: compile")
         return self.output(launch.spec, launch.name), 0.01
+
+
+def timed_result(model: str, medians: list[float], seed: int = 0) -> ModelResult:
+    """A GPU-bound result whose timing processes have these compiled medians (µs), eager
+    steady: a given between-process spread, for verdicts that turn on it."""
+    r = model_result(model, seed=seed, processes=len(medians), spread=0.002, eager_us=765.0,
+                     compiled_us=200.0, launch_bound=False)
+    assert r.latency is not None
+    compiled: list[float] = []
+    for (_, c), m in zip(r.latency.per_process(), medians, strict=True):
+        compiled += [x * m / 200.0 for x in c]
+    return r.model_copy(update={"latency": r.latency.model_copy(update={
+        "compiled_us": compiled})})

@@ -18,14 +18,17 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cache.fetch import WarmCacheOptions
 from compilewatch.bot.cli import main
+from compilewatch.bot.judge.comparison import Verdict
+from compilewatch.bot.judge.thresholds import Thresholds
+from compilewatch.bot.judge.verdicts import compare_model
 from compilewatch.bot.measuring import MeasureOptions
 from compilewatch.bot.pr import PrRequest, pr_command
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER
-from compilewatch.compiler.schedule import JobRun, RunOptions, Side
+from compilewatch.compiler.schedule import FollowUp, JobRun, RunOptions, Side
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import load_results
-from tests.factories import environment, model_result
+from tests.factories import environment, model_result, timed_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
 
 PYPROJECT = '[project]\nname = "demo"\n\n[tool.compilewatch]\nsuites = ["models.py"]\n'
@@ -80,9 +83,10 @@ class Recorder:
 
     def __call__(self, sides: list[Side], options: MeasureOptions, *,
                  same_environment: bool = True, changed: object = None,
-                 on_done: object = None
+                 on_done: object = None, follow_up: FollowUp | None = None
                  ) -> dict[str, list[JobRun]]:
         self.same_environment = same_environment
+        self.follow_up = follow_up
         out: dict[str, list[JobRun]] = {}
         for side in sides:
             self.opts[side.name] = side.opts
@@ -108,6 +112,24 @@ def fake_pr(repo: Path, out: Path, recorder: Recorder, **kwargs: object) -> None
     pr_command(PrRequest(repo=repo, out=out, measure=MeasureOptions(quiet=True),
                          warm_cache=wc, no_db=True, **kwargs),  # type: ignore[arg-type]
                measure=recorder, environment=lambda _: environment())
+
+
+def test_the_loop_asks_for_more_processes_with_the_bases_thresholds(repo: Path,
+                                                                      tmp_path: Path) -> None:
+    """The head commit sets a 50% compiled-time threshold; the follow-up the loop gets judges
+    with the base's (default 3%), so a close +10% still asks for more processes."""
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"pyproject.toml": PYPROJECT + "\n[tool.compilewatch.thresholds]\n"
+                  "compiled_time = 0.5\n"}, "loosen the gate")
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
+    assert rec.follow_up is not None
+    base = timed_result("a", [195.2, 203.3, 204.9], seed=1)  # the H200 case, docs/compare.md
+    noisy = timed_result("a", [208.7, 231.7, 222.7], seed=2)
+    first = compare_model(base, noisy, Thresholds()).compiled_time
+    assert first is not None and first.verdict is Verdict.WITHIN_NOISE
+    assert rec.follow_up(base, noisy) is not None
 
 
 def test_base_is_the_merge_base_and_each_side_reads_its_own_suite(repo: Path,

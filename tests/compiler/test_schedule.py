@@ -345,3 +345,60 @@ def test_a_model_skipped_on_one_side_is_not_scanned(jobs: list[Job], tmp_path: P
     assert runs["head"][0].result.category is Category.UNSUPPORTED
     assert runs["base"][0].result.status is Status.PASS
     assert ("base", "a", "scan") not in FakeLauncher.launches
+
+
+def test_an_undecided_model_gets_more_timing_processes_a_side_interleaved(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``follow_up`` sees both sides' results once their timing is in; a reason queues
+    ``extra_timing`` more timing processes a side, base/head alternating as before, and the
+    results hold every process with the reason as a note. Model b's answer is None: nothing
+    more runs for it."""
+    _fake(monkeypatch)
+    asked: list[tuple[str, str, int, int]] = []
+
+    def follow_up(b, h):  # type: ignore[no-untyped-def]
+        asked.append((b.model, h.model, b.latency.processes, h.latency.processes))
+        return "close to its threshold" if b.model == "a" else None
+
+    sides = [Side("base", jobs[:2], OPTS), Side("head", jobs[:2], OPTS)]
+    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+                                       follow_up=follow_up, extra_timing=2))
+    assert asked == [("a", "a", 2, 2), ("b", "b", 2, 2)]  # once a model, both sides in
+    a_timing = [(side, phase) for side, model, phase in FakeLauncher.launches
+                if model == "a" and phase == "warm"]
+    assert a_timing == [("base", "warm"), ("head", "warm"), ("head", "warm"), ("base", "warm"),
+                        ("base", "warm"), ("head", "warm"), ("head", "warm"), ("base", "warm")]
+    b_timing = [1 for _, model, phase in FakeLauncher.launches if model == "b" and phase == "warm"]
+    assert len(b_timing) == 4
+    for side in ("base", "head"):
+        a, b = (next(r.result for r in runs[side] if r.result.model == m) for m in "ab")
+        assert a.latency is not None and a.latency.processes == 4
+        assert any("2 more timing processes a side: close to its threshold" in n
+                   for n in a.notes)
+        assert b.latency is not None and b.latency.processes == 2
+        assert not any("more timing processes" in n for n in b.notes)
+
+
+def test_no_follow_up_without_timing_on_both_sides(jobs: list[Job],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model timed on one side only (c), or not timed at all (a: the same compiled code on
+    both sides), is never asked about."""
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
+        return worker_output(spec, fx_key=key)
+
+    _fake(monkeypatch, output=output)
+    asked: list[str] = []
+
+    def follow_up(b, h):  # type: ignore[no-untyped-def]
+        asked.append(b.model)
+        return "more"
+
+    sides = [Side("base", jobs[:2], OPTS), Side("head", jobs, OPTS)]
+    runs = measure(sides, LoopSettings(isolation="spawn", follow_up=follow_up,
+                                       extra_timing=1))
+    assert asked == ["b"]
+    head = {r.result.model: r.result for r in runs["head"]}
+    assert head["a"].latency is None and head["a"].timing_skipped
+    assert head["b"].latency is not None and head["b"].latency.processes == 3
+    assert head["c"].latency is not None and head["c"].latency.processes == 2
