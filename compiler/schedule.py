@@ -524,7 +524,12 @@ class Loop:
         pair = [o for o in sts if o is not None]
         for o in pair:
             o.followed_up = True
-        why = s.follow_up(*(self._so_far(o) for o in pair))
+        try:
+            why = s.follow_up(*(self._so_far(o) for o in pair))
+        except Exception as e:  # a judging bug must not stop the measuring
+            why = None
+            for o in pair:
+                o.outputs.notes.append(f"no follow-up: asking failed ({type(e).__name__}: {e})")
         if why is None:
             self._finish(other)
             return False

@@ -402,3 +402,20 @@ def test_no_follow_up_without_timing_on_both_sides(jobs: list[Job],
     assert head["a"].latency is None and head["a"].timing_skipped
     assert head["b"].latency is not None and head["b"].latency.processes == 3
     assert head["c"].latency is not None and head["c"].latency.processes == 2
+
+
+def test_a_follow_up_that_raises_finishes_the_model_with_a_note(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(monkeypatch)
+
+    def follow_up(b, h):  # type: ignore[no-untyped-def]
+        raise ZeroDivisionError("judging bug")
+
+    sides = [Side("base", jobs[:1], OPTS), Side("head", jobs[:1], OPTS)]
+    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+                                       follow_up=follow_up, extra_timing=2))
+    for side in ("base", "head"):
+        (run,) = runs[side]
+        assert run.result.status is Status.PASS and run.result.latency is not None
+        assert run.result.latency.processes == 2
+        assert any("ZeroDivisionError: judging bug" in n for n in run.result.notes)
