@@ -14,7 +14,14 @@ warm-up), in fresh processes, under three conditions taken in turn so that drift
 - ``ctx-idle``: three other processes hold a CUDA context and do nothing (what waiting
   workers do);
 - ``gpu-others``: three other processes keep launching small kernels (GPU work that no lock
-  holds back: the device time-slices between contexts).
+  holds back: the device time-slices between contexts);
+- ``moved``: built and compiled on the other cores, then its main thread pinned to the timing
+  core, as a ``pr`` timing process is (its other threads stay where they were, and its memory
+  may sit on another NUMA node than the core it times on); ``moved-load``: the same while
+  every other core spins;
+- ``forked``: forked, like a ``pr`` worker, from a process that imported the compiler stack.
+
+It also prints the host's NUMA nodes and the GPU's local cores, as sysfs gives them.
 
 Each process also times a fixed reference (20 tiny eager adds: the same code whatever a pull
 request changes), to see whether it moves with the model and could witness the host's state.
@@ -32,8 +39,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-CONDITIONS = ("idle", "cpu-load", "gpu-warm", "ctx-idle", "gpu-others")
+CONDITIONS = ("idle", "cpu-load", "gpu-warm", "ctx-idle", "gpu-others", "moved", "moved-load",
+              "forked")
+LOADED = ("cpu-load", "moved-load")
 _OTHER = """
 import sys, time, torch
 x = torch.randn(64, 64, device="cuda")
@@ -50,13 +60,44 @@ while time.monotonic() < end:
 """
 
 
+def _topology() -> str:
+    """NUMA nodes with their cores, and each NVIDIA device's local cores (sysfs)."""
+    lines = []
+    for node in sorted(Path("/sys/devices/system/node").glob("node[0-9]*")):
+        lines.append(f"{node.name}: cores {(node / 'cpulist').read_text().strip()}")
+    for dev in sorted(Path("/sys/bus/pci/devices").glob("*")):
+        try:
+            if (dev / "vendor").read_text().strip() != "0x10de" or \
+                    not (dev / "class").read_text().startswith("0x03"):
+                continue
+            lines.append(f"GPU {dev.name}: local cores {(dev / 'local_cpulist').read_text()}"
+                         f"".strip() + f", NUMA node {(dev / 'numa_node').read_text().strip()}")
+        except OSError:
+            continue
+    return "; ".join(lines) or "no NUMA or PCI information"
+
+
 def _child(condition: str, core: int) -> None:
-    os.sched_setaffinity(0, {core})
+    if condition == "forked":
+        import torch._dynamo  # the fork server's imports
+        import torch._inductor
+
+        pid = os.fork()
+        if pid:
+            _, status = os.waitpid(pid, 0)
+            sys.exit(os.waitstatus_to_exitcode(status))
+    moved = condition.startswith("moved")
+    if moved:
+        os.sched_setaffinity(0, set(os.sched_getaffinity(0)) - {core} or {core})
+    else:
+        os.sched_setaffinity(0, {core})
     import torch
 
     from compilewatch.compiler import timing
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        torch.set_num_threads(1)  # as a pinned CPU worker does (one core, one thread)
     net = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(20)]).to(device)
     x = torch.randn(8, 32, device=device)
     compiled = torch.compile(net)
@@ -69,6 +110,8 @@ def _child(condition: str, core: int) -> None:
             for _ in range(20):
                 y = y + small[1]
 
+        if moved:
+            os.sched_setaffinity(0, {core})
         if condition == "gpu-warm" and device == "cuda":
             big = torch.randn(4096, 4096, device=device)
             timing.warm_up(lambda: big @ big, device, 0.5)
@@ -128,7 +171,7 @@ def main() -> None:
         for condition in conditions:
             spinners: list = []
             others = _others(condition, cores[:-1], env)
-            if condition == "cpu-load":
+            if condition in LOADED:
                 stop = time.monotonic() + 60
                 for core in cores[:-1]:
                     p = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
@@ -144,6 +187,7 @@ def main() -> None:
                     (p.join if hasattr(p, "join") else p.wait)()
             rows[condition].append(json.loads(out.strip().splitlines()[-1]))
             print(condition, rows[condition][-1], file=sys.stderr, flush=True)
+    print(f"Topology: {_topology()}\n")
     print("| condition | eager µs per process | compiled µs | reference µs | spread "
           "(eager / compiled / reference) | SM clock after |")
     print("| --- | --- | --- | --- | --- | --- |")
