@@ -16,8 +16,9 @@ on a throwaway repository holding the default GPU suite's files (``micro``, ``hf
   case of a PR that touches every model).
 
 It prints the wall time and the budget per phase: process-seconds per harness phase summed over
-every worker of both sides (imports paid once by a fork server count once), and the share of
-the harness's own work (everything but imports, compiles, timing and waiting for the device).
+every worker of both sides (imports paid once by a fork server count once), and the harness's
+own work (everything but imports, compiles, timing and waiting for the device) as a share of
+all process-seconds and per second of wall time (over 1 where processes run side by side).
 """
 
 from __future__ import annotations
@@ -72,13 +73,14 @@ def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str],
 def table(rows: list[tuple[str, str, dict]]) -> str:
     names = sorted({k for _, _, r in rows for k in r["phases"]})
     head = ["scenario", "isolation", "wall s", "model-sides compiled", "timed", *names,
-            "harness share"]
+            "harness share of process-seconds", "harness process-seconds per wall second"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for scenario, isolation, r in rows:
         cells = [scenario, isolation, f"{r['wall']:.0f}", f"{r['compiled']} of {r['models']}",
                  f"{r['timed']}",
                  *(f"{r['phases'].get(n, 0):.1f}" for n in names),
-                 f"{r['harness'] / max(r['wall'], 1e-9):.0%} of wall"]
+                 f"{r['harness'] / max(sum(r['phases'].values()), 1e-9):.0%}",
+                 f"{r['harness'] / max(r['wall'], 1e-9):.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
