@@ -300,8 +300,11 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
 
         # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
         noise = noise_bands_of(req.db_url, envs[pythons["base"]].fingerprint)
+        # a host too noisy to judge makes every timing verdict say so: more processes of it
+        # would not settle anything
+        more = None if host is not None and host.noisy else follow_up(trees["base"], noise)
         measured = measure(sides, req.measure, same_environment=same_env, changed=changed,
-                           on_done=checkpoint, follow_up=follow_up(trees["base"], noise))
+                           on_done=checkpoint, follow_up=more)
         runs = results_of(measured)
         comparison = compare_with_project(runs["base"], runs["head"], trees["base"], noise)
         if any(diagnostics.flagged(r) for r in comparison.rows):

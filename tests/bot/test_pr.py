@@ -27,7 +27,7 @@ from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER
 from compilewatch.compiler.schedule import FollowUp, JobRun, RunOptions, Side
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import load_results
+from compilewatch.core.schema import HostCheck, load_results
 from tests.factories import environment, model_result, timed_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
 
@@ -130,6 +130,25 @@ def test_the_loop_asks_for_more_processes_with_the_bases_thresholds(repo: Path,
     first = compare_model(base, noisy, Thresholds()).compiled_time
     assert first is not None and first.verdict is Verdict.WITHIN_NOISE
     assert rec.follow_up(base, noisy) is not None
+
+
+def test_no_follow_up_on_a_host_too_noisy_to_judge(repo: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import compilewatch.bot.pr as pr
+
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"models.py": suite_file("a", "b")}, "B")
+    noisy = HostCheck(cpu_spread=0.4, noisy=True, detail="CPU workload spread 40%")
+    monkeypatch.setattr(pr, "host_check", lambda *a, **k: noisy)
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
+    assert rec.follow_up is None
+    monkeypatch.setattr(pr, "host_check", lambda *a, **k: noisy.model_copy(
+        update={"noisy": False}))
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out2", rec, base="main", head="feature")
+    assert rec.follow_up is not None
 
 
 def test_base_is_the_merge_base_and_each_side_reads_its_own_suite(repo: Path,
