@@ -114,10 +114,13 @@ def fake_pr(repo: Path, out: Path, recorder: Recorder, **kwargs: object) -> None
                measure=recorder, environment=lambda _: environment())
 
 
-def test_the_loop_asks_for_more_processes_with_the_bases_thresholds(repo: Path,
-                                                                      tmp_path: Path) -> None:
+def test_the_loop_asks_for_more_processes_with_the_bases_thresholds(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The head commit sets a 50% compiled-time threshold; the follow-up the loop gets judges
     with the base's (default 3%), so a close +10% still asks for more processes."""
+    import compilewatch.bot.pr as pr
+
+    monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)  # whatever this host is like
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
     sh(repo, "checkout", "-q", "-b", "feature")
     commit(repo, {"pyproject.toml": PYPROJECT + "\n[tool.compilewatch.thresholds]\n"
