@@ -541,6 +541,7 @@ class Loop:
         return True
 
     def _so_far(self, st: _JobState) -> ModelResult:
+        """The (side, job)'s result from the processes so far (its final one at the end)."""
         job = st.job
         base = {"model": job.spec.name, "suite": job.suite.name, "config": job.config,
                 "tags": list(job.spec.tags)}
