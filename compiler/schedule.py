@@ -515,7 +515,7 @@ class Loop:
         key = ident(st.job)
         sts = [self.states.get((name, key)) for name in self.sides]
         other = next((o for o in sts if o is not None and o is not st), None)
-        if other is None or other.done or other.followed_up:
+        if other is None or other.done:
             return False
         if not (other.planned and other.pending == 0):
             return True  # its partner is still measuring: decide when both are in

@@ -37,15 +37,27 @@ def test_the_h200_case_asks_for_more_and_more_settles_it():
     assert settled is not None and settled.verdict is Verdict.REGRESSION
 
 
-def test_decided_or_small_first_verdicts_stand():
+def test_decided_small_or_out_of_reach_first_verdicts_stand():
+    """Each case is first checked to be what its name says, so none passes for another
+    reason."""
     cases = {
-        "regression": (_r([200.0, 200.5, 199.6], 1), _r([220.1, 219.5, 220.6], 2)),
-        "unchanged": (_r([200.0, 200.5, 199.6], 1), _r([200.2, 199.9, 200.4], 2)),
-        "undecided but under the threshold": (_r([195.2, 203.3, 204.9], 1),
-                                               _r([196.0, 206.1, 202.0], 2)),
+        "regression": (_r([200.0, 200.5, 199.6], 1), _r([220.1, 219.5, 220.6], 2),
+                       Verdict.REGRESSION),
+        "unchanged": (_r([200.0, 200.5, 199.6], 1), _r([200.2, 199.9, 200.4], 2),
+                      Verdict.UNCHANGED),
+        "undecided but under the threshold": (_r(BASE, 1), _r([196.0, 206.1, 202.0], 2),
+                                              Verdict.WITHIN_NOISE),
+        # launch_bound's medians in repeat 5 on the H200: +19% with a band of 71%
+        "undecided, its band more than twice the estimate": (
+            _r([322.0, 461.0, 705.0], 1), _r([501.0, 569.0, 620.0], 2), Verdict.WITHIN_NOISE),
     }
-    for name, (b, h) in cases.items():
+    for name, (b, h, first) in cases.items():
+        d = compare_model(b, h, T).compiled_time
+        assert d is not None and d.verdict is first, name
         assert more_processes(b, h, T) is None, name
+    far = compare_model(*cases["undecided, its band more than twice the estimate"][:2],
+                        T).compiled_time
+    assert far.ratio > 1.15 and far.band > 2 * (far.ratio - 1)
 
 
 def test_an_undecided_improvement_asks_too():
@@ -104,8 +116,9 @@ def _two_stage(spread: float, change: float, n: int = 300) -> tuple[int, int]:
 
 def test_asking_for_more_finds_more_without_more_false_alarms():
     """Two looks at the data are a sequential test: the follow-up must not buy detections
-    with false alarms. Synthetic models with 2% and 4% process noise (the H200's GPU-bound
-    models spread 0.5-5%)."""
+    with false alarms. Synthetic models with 2% and 4% process noise (on the H200 the SD of
+    GPU-bound models' process medians was under 1%, and 5% for compiler_side's head in
+    repeat 6)."""
     for spread in (0.02, 0.04):
         once, twice = _two_stage(spread, 0.0)
         assert twice <= once + 1, spread
