@@ -70,8 +70,9 @@ def _topology() -> str:
             if (dev / "vendor").read_text().strip() != "0x10de" or \
                     not (dev / "class").read_text().startswith("0x03"):
                 continue
-            lines.append(f"GPU {dev.name}: local cores {(dev / 'local_cpulist').read_text()}"
-                         f"".strip() + f", NUMA node {(dev / 'numa_node').read_text().strip()}")
+            local = (dev / "local_cpulist").read_text().strip()
+            node = (dev / "numa_node").read_text().strip()
+            lines.append(f"GPU {dev.name}: local cores {local}, NUMA node {node}")
         except OSError:
             continue
     return "; ".join(lines) or "no NUMA or PCI information"
@@ -144,7 +145,11 @@ def _others(condition: str, cores: list[int], env: dict[str, str]) -> list[subpr
     for p, core in zip(procs, cores, strict=False):
         os.sched_setaffinity(p.pid, {core})
     for p in procs:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        if p.stdout is None or p.stdout.readline().strip() != "ready":
+            for q in procs:
+                q.kill()
+            raise SystemExit(f"condition {condition} needs CUDA: its other processes did "
+                             "not start")
     return procs
 
 
@@ -182,21 +187,31 @@ def main() -> None:
                 out = subprocess.run([*cmd, condition], env=env, check=True,
                                      capture_output=True, text=True).stdout
             finally:
-                for p in [*spinners, *others]:
-                    p.terminate()
-                    (p.join if hasattr(p, "join") else p.wait)()
+                for spinner in spinners:
+                    spinner.terminate()
+                    spinner.join()
+                for other in others:
+                    other.terminate()
+                    other.wait()
             rows[condition].append(json.loads(out.strip().splitlines()[-1]))
             print(condition, rows[condition][-1], file=sys.stderr, flush=True)
-    print(f"Topology: {_topology()}\n")
-    print("| condition | eager µs per process | compiled µs | reference µs | spread "
-          "(eager / compiled / reference) | SM clock after |")
-    print("| --- | --- | --- | --- | --- | --- |")
+        print(table(rows), flush=True)  # after every round: a run cut short keeps it
+
+
+def table(rows: dict[str, list[dict]]) -> str:
+    lines = [f"Topology: {_topology()}", "",
+             "| condition | eager µs per process | compiled µs | reference µs | spread "
+             "(eager / compiled / reference) | SM clock after |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for condition, rs in rows.items():
+        if not rs:
+            continue
         cols = {k: [r[k] for r in rs] for k in ("eager", "compiled", "reference")}
-        print(f"| {condition} | " + " | ".join(", ".join(f"{v:.0f}" for v in vs)
-                                           for vs in cols.values())
-              + f" | {' / '.join(_spread(vs) for vs in cols.values())} | "
-              + ", ".join(r["clock"] for r in rs) + " |")
+        lines.append(f"| {condition} | " + " | ".join(", ".join(f"{v:.0f}" for v in vs)
+                                                   for vs in cols.values())
+                     + f" | {' / '.join(_spread(vs) for vs in cols.values())} | "
+                     + ", ".join(r["clock"] for r in rs) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
