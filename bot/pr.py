@@ -31,9 +31,9 @@ from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.judge.comparison import Comparison
+from compilewatch.bot.judge.followup import asker
 from compilewatch.bot.judge.project import (
     compare_with_project,
-    follow_up,
     load_project_config,
     noise_bands_of,
 )
@@ -268,7 +268,8 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl, \
             worktrees(req.repo, {"base": refs.base, "head": refs.head}) as trees:
         # whose artifacts may be loaded: the base checkout says, never the PR's own files
-        keys = load_project_config(trees["base"]).cache_public_keys
+        project = load_project_config(trees["base"])
+        keys = project.cache_public_keys
         # each side's suites are listed by a child that imports torch (and the suites' own
         # packages): seconds each on a GPU runner, so both sides at once
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="listing") as pool:
@@ -302,7 +303,8 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
         noise = noise_bands_of(req.db_url, envs[pythons["base"]].fingerprint)
         # a host too noisy to judge makes every timing verdict say so: more processes of it
         # would not settle anything
-        more = None if host is not None and host.noisy else follow_up(trees["base"], noise)
+        more = None if host is not None and host.noisy else asker(project.threshold_policy(),
+                                                                  noise)
         measured = measure(sides, req.measure, same_environment=same_env, changed=changed,
                            on_done=checkpoint, follow_up=more)
         runs = results_of(measured)

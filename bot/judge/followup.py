@@ -15,8 +15,9 @@ import math
 
 from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.stats import NoiseBands
-from compilewatch.bot.judge.thresholds import Thresholds
+from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
+from compilewatch.compiler.schedule import FollowUp
 from compilewatch.core.schema import ModelResult
 
 UNDECIDED = (Verdict.WITHIN_NOISE, Verdict.NOISY)
@@ -46,3 +47,12 @@ def more_processes(base: ModelResult, head: ModelResult, thresholds: Thresholds,
         f" [{d.ci_low - 1:+.1%}, {d.ci_high - 1:+.1%}]"
     return (f"the first {d.samples[0] if d.samples else '?'} a side gave compiled time "
             f"{d.ratio - 1:+.1%}{interval}, {verdict}, past the {d.threshold:.0%} threshold")
+
+
+def asker(policy: ThresholdPolicy, noise: NoiseBands) -> FollowUp:
+    """The measuring loop's question after a model's first timing processes, judged with the
+    thresholds and noise the comparison will use (``pr`` passes the base checkout's)."""
+    def ask(base: ModelResult, head: ModelResult) -> str | None:
+        return more_processes(base, head, policy.for_model(base.model), noise)
+
+    return ask

@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from compilewatch.bot.judge.baseline import load_baseline
 from compilewatch.bot.judge.comparison import Comparison
-from compilewatch.bot.judge.followup import more_processes
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import (
     ModelOverride,
@@ -23,9 +22,8 @@ from compilewatch.bot.judge.thresholds import (
 )
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.compiler import signing
-from compilewatch.compiler.schedule import FollowUp
 from compilewatch.core.errors import DatabaseError, UsageError
-from compilewatch.core.schema import ModelResult, RunResults
+from compilewatch.core.schema import RunResults
 from compilewatch.db import connect, load_noise_bands
 
 DEFAULT_BASELINE = Path(".compilewatch/baseline.csv")
@@ -107,18 +105,6 @@ def compare_with_project(base: RunResults, head: RunResults, config_dir: Path | 
     project = load_project_config(config_dir)
     return compare(base, head, thresholds=project.threshold_policy(),
                    baseline=load_baseline(project.baseline_path), noise=noise)
-
-
-def follow_up(config_dir: Path | None, noise: NoiseBands) -> FollowUp:
-    """The measuring loop's question after a model's first timing processes, judged as
-    ``compare_with_project`` will judge it (``bot/judge/followup.py``)."""
-    policy = load_project_config(config_dir).threshold_policy() if config_dir is not None \
-        else ThresholdPolicy(default=Thresholds())
-
-    def ask(base: ModelResult, head: ModelResult) -> str | None:
-        return more_processes(base, head, policy.for_model(base.model), noise)
-
-    return ask
 
 
 def noise_bands(db_url: str | None, run: RunResults) -> NoiseBands:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from compilewatch.bot.judge.comparison import Verdict
-from compilewatch.bot.judge.followup import more_processes
-from compilewatch.bot.judge.project import follow_up
+from compilewatch.bot.judge.followup import asker, more_processes
+from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.judge.stats import NoiseBands
-from compilewatch.bot.judge.thresholds import Thresholds
+from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
 from compilewatch.core.schema import Category, ModelResult
 from tests.factories import model_result, timed_result
@@ -81,8 +81,8 @@ def test_the_loop_asks_with_the_base_checkouts_thresholds(tmp_path: Path):
     (tmp_path / "pyproject.toml").write_text(
         "[tool.compilewatch.thresholds]\ncompiled_time = 0.2\n")
     b, h = _r(BASE, 1), _r(HEAD, 2)
-    assert follow_up(tmp_path, NoiseBands())(b, h) is None
-    assert follow_up(None, NoiseBands())(b, h) is not None
+    assert asker(load_project_config(tmp_path).threshold_policy(), NoiseBands())(b, h) is None
+    assert asker(ThresholdPolicy(default=T), NoiseBands())(b, h) is not None
 
 
 def _first(r: ModelResult, k: int) -> ModelResult:
