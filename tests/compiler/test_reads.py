@@ -17,7 +17,6 @@ import pytest
 
 from compilewatch.compiler.protocol import Reads
 from compilewatch.compiler.reads import ChangedFiles, source_of, touched
-from compilewatch.compiler.unchanged import by_files
 
 CHILD = """
 import json, os, sys
@@ -203,17 +202,6 @@ TOUCHES = {
 def test_whether_a_change_reaches_what_was_read(case: str) -> None:
     found, changed, reached = TOUCHES[case]
     assert touched(found, changed) is reached
-
-
-def test_unchanged_only_when_both_sides_read_the_same_and_nothing_changed() -> None:
-    same = reads(["models.py"])
-    nothing = diff(("M", "README.md"))
-    reason = by_files(same, same, nothing)
-    assert reason and "models.py" in reason and "unchanged by construction" in reason
-    assert by_files(same, reads(["models.py", "extra.py"]), nothing) is None
-    assert by_files(same, same, diff(("M", "models.py"))) is None
-    opaque = Reads(files=["models.py"], opaque="started a subprocess")
-    assert by_files(opaque, opaque, nothing) is None
 
 
 def test_the_checkout_root_itself_and_file_descriptors(tmp_path: Path) -> None:
