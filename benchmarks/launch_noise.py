@@ -18,7 +18,8 @@ warm-up), in fresh processes, under three conditions taken in turn so that drift
 - ``moved``: built and compiled on the other cores, then its main thread pinned to the timing
   core, as a ``pr`` timing process is (its other threads stay where they were, and its memory
   may sit on another NUMA node than the core it times on); ``moved-load``: the same while
-  every other core spins;
+  every other core spins; ``moved-all``, ``moved-all-load``: the same, but every thread is
+  moved to the timing core (``cpus.pin_all``, what a timing process does since);
 - ``forked``: forked, like a ``pr`` worker, from a process that imported the compiler stack.
 
 It also prints the host's NUMA nodes and the GPU's local cores, as sysfs gives them.
@@ -42,8 +43,8 @@ import time
 from pathlib import Path
 
 CONDITIONS = ("idle", "cpu-load", "gpu-warm", "ctx-idle", "gpu-others", "moved", "moved-load",
-              "forked")
-LOADED = ("cpu-load", "moved-load")
+              "moved-all", "moved-all-load", "forked")
+LOADED = ("cpu-load", "moved-load", "moved-all-load")
 _OTHER = """
 import sys, time, torch
 x = torch.randn(64, 64, device="cuda")
@@ -94,7 +95,7 @@ def _child(condition: str, core: int) -> None:
         os.sched_setaffinity(0, {core})
     import torch
 
-    from compilewatch.compiler import timing
+    from compilewatch.compiler import cpus, timing
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
@@ -111,7 +112,9 @@ def _child(condition: str, core: int) -> None:
             for _ in range(20):
                 y = y + small[1]
 
-        if moved:
+        if moved and "-all" in condition:
+            cpus.pin_all([core])
+        elif moved:
             os.sched_setaffinity(0, {core})
         if condition == "gpu-warm" and device == "cuda":
             big = torch.randn(4096, 4096, device=device)

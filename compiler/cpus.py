@@ -54,6 +54,21 @@ def available() -> set[int]:
         return set(range(os.cpu_count() or 1))
 
 
+def pin_all(pinned: Iterable[int]) -> None:
+    """Move every thread of this process to ``pinned``. ``sched_setaffinity(0, ...)`` moves
+    only the calling thread: the threads a timing process started while it built and compiled
+    on the compile cores (torch's pools, the CUDA driver's) would stay there, beside the
+    compiles, and a launch-bound model's time waits on them."""
+    pinned = tuple(pinned)
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setaffinity(tid, pinned)
+
+
 def others(pinned: Iterable[int], topology: Path = TOPOLOGY) -> tuple[int, ...]:
     """The cores left for compiles (all of them when nothing would be left)."""
     cpus = available()

@@ -31,10 +31,11 @@ from pydantic import ValidationError
 from compilewatch.compiler import proctree
 from compilewatch.compiler.forkserver import PER_CHILD, ForkServer, ForkServerError
 from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
-from compilewatch.compiler.worker import tail
+from compilewatch.compiler.worker import STACKS, tail
 from compilewatch.core.schema import Category
 
 POLL_S = 0.05
+STACK_LOG_CHARS = 1200  # a timed-out worker's log tail, when its stacks follow
 Isolation = Literal["spawn", "fork"]
 PhaseCallback = Callable[[str], None]
 RUN_PREFIX = "compilewatch-run-"
@@ -260,6 +261,7 @@ class Launcher:
             while proc.poll() is None:
                 if time.monotonic() - start > launch.timeout_s:
                     timed_out = True
+                    _ask_for_stacks(proc, work / STACKS)
                     break
                 phase = _read(spec.status_file)
                 if phase and phase != last:
@@ -308,8 +310,10 @@ class Launcher:
             return output
         log_tail = self.redact(_tail(log))
         if timed_out:
+            where = self.redact(where_it_was(_read(str(out.with_name(STACKS)))))
             return _failed(spec, Category.TIMEOUT, f"no result after {launch.timeout_s:g} s "
-                           f"(last phase: {last or 'start'}); killed\n{log_tail}")
+                           f"(last phase: {last or 'start'}); killed\n"
+                           f"{log_tail[-STACK_LOG_CHARS:]}{where}")
         code = proc.poll()
         code = -signal.SIGKILL if code is None else code
         how = (f"killed by {_signal_name(code)}" + (" (possibly out of memory)"
@@ -346,6 +350,42 @@ def _first_errors(err: ValidationError) -> str:
         where = ".".join(str(p) for p in e["loc"]) or "<top>"
         parts.append(f"{where}: {e['msg']}")
     return "; ".join(parts)
+
+
+def _ask_for_stacks(proc: Proc, path: Path, wait_s: float = 2.0) -> None:
+    """Ask a worker out of time for its threads' stacks (``worker.dump_stacks_on_request``)
+    and give it up to ``wait_s`` to write them: the file grows, then holds still."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(proc.pid, signal.SIGUSR1)
+    end, size = time.monotonic() + wait_s, -1
+    while time.monotonic() < end and proc.poll() is None:
+        time.sleep(POLL_S)
+        now = path.stat().st_size if path.is_file() else 0
+        if now and now == size:
+            return
+        size = now
+
+
+def where_it_was(stacks: str, frames: int = 20, others: int = 8) -> str:
+    """The main thread's innermost frames (faulthandler lists that thread last) and the
+    innermost frame of each other thread: what a timed-out worker was doing, short enough
+    for the error text."""
+    blocks = [b.strip() for b in stacks.strip().split("\n\n") if b.strip()]
+    if not blocks:
+        return ""
+    main, rest = blocks[-1].splitlines()[1:], blocks[:-1]
+    lines = ["", "where it was when stopped (main thread, innermost first):", *main[:frames]]
+    if len(main) > frames:
+        lines.append(f"  ... {len(main) - frames} outer frames")
+    if rest:
+        lines.append(f"other threads: {len(rest)}")
+        lines += [f"  {_first(b)}" for b in rest[:others]]
+    return "\n".join(lines)
+
+
+def _first(block: str) -> str:
+    frames = block.splitlines()[1:]
+    return frames[0].strip() if frames else "(no Python frames)"
 
 
 def _read(path: str) -> str:

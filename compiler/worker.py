@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import faulthandler
 import gc
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -23,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from compilewatch.compiler import accuracy, artifacts, probes, proctree, reads, timing
+from compilewatch.compiler import accuracy, artifacts, cpus, probes, proctree, reads, timing
 from compilewatch.compiler.protocol import (
     CompileSample,
     LatencySample,
@@ -37,6 +39,8 @@ from compilewatch.core.files import write_atomic
 from compilewatch.core.schema import Accuracy, Category, Memory
 
 ERROR_TAIL = 4000
+STACKS = "stacks"  # where a worker asked for its stacks writes them
+_kept: list[Any] = []
 COMPILER_STACK = ("torch._dynamo", "torch._inductor.compile_fx",
                   "torch._functorch._aot_autograd.autograd_cache", "torch._inductor.codecache")
 
@@ -425,8 +429,7 @@ def device(spec: WorkerSpec, h: Harness) -> Iterator[float | None]:
             with h.phase("wait_device"):
                 idle = stack.enter_context(h.quiet.exclusive())
         if spec.pin_cpus:
-            with contextlib.suppress(OSError, AttributeError):
-                os.sched_setaffinity(0, spec.pin_cpus)
+            cpus.pin_all(spec.pin_cpus)
             if spec.config.device == "cpu":
                 torch.set_num_threads(len(spec.pin_cpus))
         yield idle
@@ -460,13 +463,27 @@ def write_output(spec: WorkerSpec, output: WorkerOutput) -> None:
     write_atomic(spec.out, output.model_copy(update={"harness_s": harness}).model_dump_json())
 
 
+def dump_stacks_on_request(spec: WorkerSpec) -> None:
+    """On ``SIGUSR1`` write every thread's Python stack beside the output (``STACKS``): the
+    parent asks before killing a worker that ran out of time, so a timeout says where the
+    worker was (a lock, a compile pool, the model's own code) instead of only its phase.
+    faulthandler writes from the signal handler itself, so a thread stuck in C is seen too."""
+    if not spec.out:
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        stacks = open(Path(spec.out).with_name(STACKS), "w", encoding="utf-8")  # noqa: SIM115
+        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+        _kept.append(stacks)  # the handler writes to its descriptor until the process ends
+
+
 def start(spec_path: str, import_s: float | None, paid_import: bool = True) -> int:
     """The process side: pin, read the spec, measure, write the output."""
     spec = WorkerSpec.model_validate(json.loads(Path(spec_path).read_text(encoding="utf-8")))
-    cpus = spec.prepare_cpus or spec.pin_cpus
-    if cpus:
+    dump_stacks_on_request(spec)
+    where = spec.prepare_cpus or spec.pin_cpus
+    if where:
         with contextlib.suppress(OSError, AttributeError):
-            os.sched_setaffinity(0, cpus)
+            os.sched_setaffinity(0, where)
     write_output(spec, run_spec(spec, import_s, paid_import))
     return 0
 

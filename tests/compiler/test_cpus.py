@@ -3,7 +3,10 @@ real (temporary) sysfs-shaped tree."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,36 @@ def test_the_parent_stays_off_the_timing_core_while_measuring() -> None:
     with cpus.away([last]):
         assert last not in os.sched_getaffinity(0)
     assert os.sched_getaffinity(0) == before
+
+
+_THREADS = """
+import json, os, sys, threading
+from compilewatch.compiler import cpus
+go = threading.Event()
+started = threading.Thread(target=go.wait)
+started.start()
+core = min(os.sched_getaffinity(0))
+if sys.argv[1] == "all":
+    cpus.pin_all([core])
+else:
+    os.sched_setaffinity(0, [core])
+seen = {"main": sorted(os.sched_getaffinity(0)),
+        "thread": sorted(os.sched_getaffinity(started.native_id)), "core": core}
+go.set()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two cores and sched_setaffinity")
+@pytest.mark.parametrize("how", ["all", "calling thread"])
+def test_a_timing_process_moves_every_thread_it_started_not_only_its_main_one(how: str) -> None:
+    """A thread started before the move (torch's pools, the driver's) goes with ``pin_all``;
+    the plain call leaves it on the cores it had, which is what the helper exists for."""
+    seen = json.loads(subprocess.run([sys.executable, "-c", _THREADS, how.split()[0]],
+                                     capture_output=True, text=True, check=True).stdout)
+    assert seen["main"] == [seen["core"]]
+    if how == "all":
+        assert seen["thread"] == [seen["core"]]
+    else:
+        assert seen["thread"] == sorted(os.sched_getaffinity(0))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +18,12 @@ import pytest
 
 from compilewatch.compiler import proctree
 from compilewatch.compiler.plan import Job
-from compilewatch.compiler.processes import RUN_PREFIX, allowed_env, clean_stale_runs
+from compilewatch.compiler.processes import (
+    RUN_PREFIX,
+    allowed_env,
+    clean_stale_runs,
+    where_it_was,
+)
 from compilewatch.compiler.schedule import LoopSettings, RunOptions, Side, measure
 from compilewatch.core.schema import Category, Config, Status
 from compilewatch.suites.loader import load_suite
@@ -86,6 +92,29 @@ def test_every_fault_is_recorded_with_its_status(faults_run: tuple[dict, Path, P
         r = results[name]
         assert (r.status, r.category) == (status, category), (name, r.error)
         assert phrase in (r.error or ""), (name, r.error)
+
+
+def test_a_timeout_says_where_the_worker_was(faults_run: tuple[dict, Path, Path]) -> None:
+    """The hang sleeps in the model's factory: the error names that line, innermost first,
+    after the phase, whether the worker was forked or spawned."""
+    error = faults_run[0]["hangs"].error or ""
+    where = error.split("where it was when stopped (main thread, innermost first):\n", 1)
+    assert len(where) == 2, error
+    assert re.match(r'  File ".*harness_suite\.py", line \d+ in hangs\n', where[1]), error
+    assert "(last phase: " in where[0], error
+
+
+def test_stacks_keep_the_main_thread_whole_and_one_frame_of_each_other_thread() -> None:
+    thread = 'Thread 0x1 (most recent call first):\n  File "t.py", line 3 in spin\n' \
+             '  File "threading.py", line 982 in run'
+    main = "Current thread 0x2 (most recent call first):\n" + "\n".join(
+        f'  File "m.py", line {n} in f{n}' for n in range(30))
+    text = where_it_was(f"{thread}\n\n{thread}\n\n{main}\n", frames=5)
+    lines = text.splitlines()
+    assert lines[2:7] == [f'  File "m.py", line {n} in f{n}' for n in range(5)]
+    assert lines[7:] == ["  ... 25 outer frames", "other threads: 2",
+                         '  File "t.py", line 3 in spin', '  File "t.py", line 3 in spin']
+    assert where_it_was("") == ""
 
 
 def test_no_secret_reaches_any_output(faults_run: tuple[dict, Path, Path]) -> None:
