@@ -1,7 +1,8 @@
 """Resolve a ``--suite`` argument (built-in name, Python file or module) to its models.
 
-The same source string is handed to each worker process, which resolves it again: workers
-never receive pickled models, only names.
+Each worker process is handed the source (a built-in's name, a module, a file's absolute path:
+workers run in folders of their own) and resolves it again: workers never receive pickled
+models, only names.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ BUILTIN: dict[str, str] = {
 @dataclass(frozen=True)
 class Suite:
     name: str
-    source: str  # what the user passed; workers resolve it again
+    source: str  # what workers load it from: a built-in's name, a module, an absolute path
     module: str
     models: dict[str, ModelSpec]
 
@@ -86,6 +87,7 @@ def load_suite(source: str) -> Suite:
             raise SuiteError(f"suite file {source} does not exist")
         module = _import_file(path)
         name = path.stem
+        source = str(path.resolve())  # workers run in folders of their own
     else:
         module = source
         _import_module(module)

@@ -34,6 +34,18 @@ def test_file_suite_and_name(tmp_path):
     assert suite.name == "my_models" and list(suite.models) == ["tiny"]
 
 
+def test_a_relative_file_is_handed_on_by_its_absolute_path(tmp_path, monkeypatch):
+    """Workers run in folders of their own: ``--suite models.py`` must still find the file."""
+    (tmp_path / "models.py").write_text("import torch\nfrom compilewatch.suites import model\n"
+                                        "@model('tiny')\ndef tiny():\n"
+                                        "    return torch.sin, (torch.randn(2),)\n")
+    monkeypatch.chdir(tmp_path)
+    suite = load_suite("models.py")
+    assert suite.source == str(tmp_path.resolve() / "models.py")
+    monkeypatch.chdir("/")
+    assert list(load_suite(suite.source).models) == ["tiny"]
+
+
 def test_module_suite(harness_suite, monkeypatch, tmp_path):
     (tmp_path / "team_suite.py").write_text(
         "import torch\nfrom compilewatch.suites import model\nSUITE_NAME = 'team'\n"
