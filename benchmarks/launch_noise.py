@@ -22,7 +22,10 @@ warm-up), in fresh processes, under three conditions taken in turn so that drift
   moved to the timing core (``cpus.pin_all``, what a timing process does since);
 - ``forked``: forked, like a ``pr`` worker, from a process that imported the compiler stack.
 
-It also prints the host's NUMA nodes and the GPU's local cores, as sysfs gives them.
+It also prints the host's NUMA nodes and the GPU's local cores, as sysfs gives them. With
+``--kernels N`` it instead runs N fresh processes that each print the model's eager time and the
+GPU kernels one call launches (torch.profiler): whether processes differ in the kernels cuBLAS
+picks for the tiny matmuls.
 
 Each process also times a fixed reference (20 tiny eager adds: the same code whatever a pull
 request changes), to see whether it moves with the model and could witness the host's state.
@@ -133,6 +136,46 @@ def _child(condition: str, core: int) -> None:
                       "host_fraction": t.host_fraction, "clock": clock}))
 
 
+def _kernels(core: int) -> None:
+    """One process: the model's eager time per call and the GPU kernels one call launches,
+    with their device time (torch.profiler). Whether whole processes differ in what cuBLAS
+    picks for the tiny matmuls, which eager and compiled code share, and the reference lacks."""
+    os.sched_setaffinity(0, {core})
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    net = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(20)]).cuda()
+    x = torch.randn(8, 32, device="cuda")
+    with torch.no_grad():
+        for _ in range(200):
+            net(x)
+        torch.cuda.synchronize()
+        blocks = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            for _ in range(50):
+                net(x)
+            torch.cuda.synchronize()
+            blocks.append((time.perf_counter() - t0) / 50 * 1e6)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                net(x)
+            torch.cuda.synchronize()
+    kernels = {e.key[:90]: round(getattr(e, "device_time_total", 0.0) / 10, 1)
+               for e in prof.key_averages() if getattr(e, "device_time_total", 0.0) > 0}
+    print(json.dumps({"eager": statistics.median(blocks), "kernels": kernels}))
+
+
+def kernels(processes: int, core: int) -> None:
+    """``--kernels N``: N fresh processes of ``_kernels``, one line each."""
+    for _ in range(processes):
+        out = subprocess.run([sys.executable, __file__, "--kernels-child"], check=True,
+                             capture_output=True, text=True).stdout
+        row = json.loads(out.strip().splitlines()[-1])
+        print(f"eager {row['eager']:.0f} µs per call; kernels per call (µs): "
+              + "; ".join(f"{k} {v}" for k, v in sorted(row["kernels"].items())), flush=True)
+
+
 def _spin(stop: float) -> None:
     while time.monotonic() < stop:
         pass
@@ -165,9 +208,18 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=4)
     ap.add_argument("--condition", action="append", choices=CONDITIONS, default=None)
     ap.add_argument("--child", choices=CONDITIONS)
+    ap.add_argument("--kernels", type=int, default=0, metavar="N",
+                    help="Instead: N fresh processes, each the model's eager time and kernels.")
+    ap.add_argument("--kernels-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     conditions = tuple(args.condition or CONDITIONS)
     cores = sorted(os.sched_getaffinity(0))
+    if args.kernels_child:
+        _kernels(cores[-1])
+        return
+    if args.kernels:
+        kernels(args.kernels, cores[-1])
+        return
     if args.child:
         _child(args.child, cores[-1])
         return
