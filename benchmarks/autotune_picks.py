@@ -1,0 +1,77 @@
+"""Do two cold compiles of the same model pick the same Triton configs? Numbers in
+docs/verdict-quality.md.
+
+    python benchmarks/autotune_picks.py --processes 4
+
+Inductor benchmarks a reduction kernel's candidate configs at its first call and keeps the
+fastest in the cache dir (``*.best_config``); every later process on that cache reuses it. Each
+side of a ``pr`` has its own warm cache, so if the pick is a coin toss, a side's timing
+processes all share one toss: a difference between sides that no number of processes a side
+averages out. This compiles micro's ``bf16_block_dynamic`` (pre-norm MLP block, bf16, dynamic)
+cold in N fresh processes, each on an empty cache dir, and prints per process the compiled
+median and the configs picked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KEEP = ("XBLOCK", "YBLOCK", "RBLOCK", "R0_BLOCK", "num_warps", "num_stages")
+
+
+def _child() -> None:
+    import torch
+
+    from compilewatch.suites.micro import Block
+
+    torch.manual_seed(0)
+    net = Block(1024).cuda().to(torch.bfloat16)
+    x = torch.randn(32, 512, 1024, device="cuda", dtype=torch.bfloat16)
+    fn = torch.compile(net, dynamic=True)
+    with torch.no_grad():
+        for _ in range(5):
+            fn(x)
+        torch.cuda.synchronize()
+        blocks = []
+        for _ in range(30):
+            t0 = time.perf_counter()
+            for _ in range(20):
+                fn(x)
+            torch.cuda.synchronize()
+            blocks.append((time.perf_counter() - t0) / 20 * 1e6)
+    picks = {}
+    for f in Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).rglob("*.best_config"):
+        cfg = json.loads(f.read_text())
+        picks[f.stem[:12]] = {k: cfg[k] for k in KEEP if k in cfg}
+    print(json.dumps({"compiled": statistics.median(blocks), "picks": picks}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--processes", type=int, default=4)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _child()
+        return
+    for i in range(args.processes):
+        cache = tempfile.mkdtemp(prefix=f"autotune-picks-{i}-")
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache,
+                   TRITON_CACHE_DIR=str(Path(cache) / "triton"))
+        out = subprocess.run([sys.executable, __file__, "--child"], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        row = json.loads(out.strip().splitlines()[-1])
+        picks = "; ".join(f"{k} {v}" for k, v in sorted(row["picks"].items()))
+        print(f"process {i + 1}: compiled {row['compiled']:.1f} µs; picks: {picks}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
