@@ -123,4 +123,5 @@ def test_asking_for_more_finds_more_without_more_false_alarms():
         once, twice = _two_stage(spread, 0.0)
         assert twice <= once + 1, spread
     once, twice = _two_stage(0.04, 0.10)
-    assert twice >= once + 8  # 165 -> 184 of 300 when this was written
+    # 165 -> 218 of 300 when this was written; 184 before six processes narrowed the band
+    assert twice >= once + 40
