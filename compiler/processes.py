@@ -31,11 +31,13 @@ from pydantic import ValidationError
 from compilewatch.compiler import proctree
 from compilewatch.compiler.forkserver import PER_CHILD, ForkServer, ForkServerError
 from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
-from compilewatch.compiler.worker import STACKS, tail
+from compilewatch.compiler.worker import ERROR_TAIL, STACKS, tail
 from compilewatch.core.schema import Category
 
 POLL_S = 0.05
 STACK_LOG_CHARS = 1200  # a timed-out worker's log tail, when its stacks follow
+PHASE_CHARS = 80  # of a status file: "cold: compile"
+READ_LIMIT = 256 * 1024  # bytes of a worker's log or stacks the parent reads, from the end
 Isolation = Literal["spawn", "fork"]
 PhaseCallback = Callable[[str], None]
 RUN_PREFIX = "compilewatch-run-"
@@ -263,7 +265,7 @@ class Launcher:
                     timed_out = True
                     _ask_for_stacks(proc, work / STACKS)
                     break
-                phase = _read(spec.status_file)
+                phase = _phase(spec.status_file)
                 if phase and phase != last:
                     last = phase
                     on_phase(phase)
@@ -310,17 +312,17 @@ class Launcher:
             return output
         log_tail = self.redact(_tail(log))
         if timed_out:
-            where = self.redact(where_it_was(_read(str(out.with_name(STACKS)))))
-            return _failed(spec, Category.TIMEOUT, f"no result after {launch.timeout_s:g} s "
-                           f"(last phase: {last or 'start'}); killed\n"
-                           f"{log_tail[-STACK_LOG_CHARS:]}{where}")
+            where = self.redact(where_it_was(_end(out.with_name(STACKS))))
+            return _failed(spec, Category.TIMEOUT, _headed(
+                f"no result after {launch.timeout_s:g} s (last phase: {last or 'start'}); "
+                "killed", log_tail[-STACK_LOG_CHARS:] + where))
         code = proc.poll()
         code = -signal.SIGKILL if code is None else code
         how = (f"killed by {_signal_name(code)}" + (" (possibly out of memory)"
                                                      if code == -9 else "")
                if code < 0 else f"exited with status {code}")
-        return _failed(spec, Category.CRASH, f"worker {how} without a result in phase "
-                       f"{last or 'start'}\n{log_tail}")
+        return _failed(spec, Category.CRASH, _headed(
+            f"worker {how} without a result in phase {last or 'start'}", log_tail))
 
 
 def base_env() -> dict[str, str]:
@@ -338,6 +340,15 @@ def worker_env(cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str
            "TRITON_CACHE_DIR": str(cache_dir / "triton")}
     env.update(extra or {})
     return env
+
+
+def _headed(header: str, body: str) -> str:
+    """``header``, then as much of the end of ``body`` as fits the error text: what happened
+    must survive a long log, which the error's tail would otherwise keep instead."""
+    room = ERROR_TAIL - len(header) - 1
+    if len(body) > room:
+        body = "..." + body[-max(room - 3, 0):]
+    return f"{header}\n{body}"
 
 
 def _failed(spec: WorkerSpec, category: Category, error: str) -> WorkerOutput:
@@ -366,7 +377,7 @@ def _ask_for_stacks(proc: Proc, path: Path, wait_s: float = 2.0) -> None:
         size = now
 
 
-def where_it_was(stacks: str, frames: int = 20, others: int = 8) -> str:
+def where_it_was(stacks: str, frames: int = 12, others: int = 5) -> str:
     """The main thread's innermost frames (faulthandler lists that thread last) and the
     innermost frame of each other thread: what a timed-out worker was doing, short enough
     for the error text."""
@@ -388,16 +399,30 @@ def _first(block: str) -> str:
     return frames[0].strip() if frames else "(no Python frames)"
 
 
-def _read(path: str) -> str:
+def _phase(path: str) -> str:
+    """The phase the worker last wrote to its status file: the first line of its first bytes,
+    printable, at most ``PHASE_CHARS`` (the model runs in that process and can write the file
+    too)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            head = f.read(4 * PHASE_CHARS).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "".join(c for c in head.split("\n", 1)[0] if c.isprintable())[:PHASE_CHARS]
+
+
+def _end(path: Path, limit: int = READ_LIMIT) -> str:
+    """The last ``limit`` bytes of a file the worker wrote. The model runs in the worker and
+    may fill its log or its stacks file without bound: the parent never reads more."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
 
 
 def _tail(path: Path) -> str:
     """The end of a worker's log, cut and cleaned like the worker's own error tails."""
-    try:
-        return tail(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return ""
+    return tail(_end(path))

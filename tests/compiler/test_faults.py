@@ -35,6 +35,8 @@ FAULTS: dict[str, tuple[Status, Category, str]] = {
     "aborts": (Status.CRASH, Category.CRASH, "SIGABRT"),
     "segfaults": (Status.CRASH, Category.CRASH, "SIGSEGV"),
     "exits": (Status.CRASH, Category.CRASH, "exited with status 3"),
+    "floods": (Status.CRASH, Category.CRASH, "exited with status 5 without a result in phase "
+               "cold: " + "x" * 74),
     "hangs": (Status.TIMEOUT, Category.TIMEOUT, "killed"),
     "oom": (Status.ERROR, Category.OOM, ""),
     "wrong_output": (Status.FAIL, Category.ACCURACY, "differs from eager"),
@@ -115,6 +117,13 @@ def test_stacks_keep_the_main_thread_whole_and_one_frame_of_each_other_thread() 
     assert lines[7:] == ["  ... 25 outer frames", "other threads: 2",
                          '  File "t.py", line 3 in spin', '  File "t.py", line 3 in spin']
     assert where_it_was("") == ""
+
+
+def test_a_flooded_log_and_status_file_are_read_in_bounds(faults_run: tuple[dict, Path, Path]
+                                                         ) -> None:
+    error = faults_run[0]["floods"].error or ""
+    assert len(error) <= 4100 and "x" * 81 not in error, len(error)
+    assert error.endswith("y" * 100)  # the log's end, cut
 
 
 def test_no_secret_reaches_any_output(faults_run: tuple[dict, Path, Path]) -> None:

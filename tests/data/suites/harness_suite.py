@@ -144,6 +144,22 @@ def reads_secrets():
     return fn, (torch.randn(4),)
 
 
+@model("floods")
+def floods():
+    """Writes 32 MiB to its log and 4 MiB of one line over its status file, then exits
+    without a result: the parent must read neither whole, nor show either whole."""
+    import sys
+
+    chunk = "y" * (1 << 20)
+    for _ in range(32):
+        sys.stdout.write(chunk)
+    sys.stdout.flush()
+    with open("status", "w") as f:  # the worker's cwd is its work dir, beside its status file
+        f.write("cold: " + "x" * (4 << 20))
+    time.sleep(1.0)  # the parent polls the status file every 50 ms
+    os._exit(5)
+
+
 @model("spawns_daemon")
 def spawns_daemon():
     """Starts a process in a session of its own that would run for an hour."""
