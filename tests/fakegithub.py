@@ -195,8 +195,10 @@ class FakeGitHub:
             self.faults.clear()
 
     def barrier(self, method: str, path: str, parties: int) -> None:
-        """The first ``parties`` matching requests wait for each other before being served."""
-        self.barriers.append((method, re.compile(path), threading.Barrier(parties, timeout=10),
+        """The first ``parties`` matching requests wait for each other before being served
+        (up to 60 s: on a loaded 2-core machine one thread's requests lagged the other's by
+        more than the 10 s this allowed before, and the race did not happen)."""
+        self.barriers.append((method, re.compile(path), threading.Barrier(parties, timeout=60),
                               [parties]))
 
     # ---- queries for assertions ------------------------------------------------------------
