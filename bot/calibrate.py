@@ -12,6 +12,7 @@ verdict, a quiet one gets a tighter band.
 
 from __future__ import annotations
 
+import math
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from compilewatch.bot.measuring import (
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
 from compilewatch.core import estimates
+from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import Prior
 from compilewatch.core.schema import ModelResult, RunResults, Status
 from compilewatch.db import connect, save_noise_bands, store_runs
@@ -37,6 +39,13 @@ from compilewatch.suites.loader import resolve_suites
 
 Ident = tuple[str, str, str]
 DEFAULT_PROCESSES = {"cuda": 8, "cpu": 4}
+# Independent measurements of the same code, each with its own cold compile and warm cache, as
+# a pr's two sides are: what a side's processes share varies only between them. On the H200 a
+# model's three processes a side agreed within 1% while two sides of the same code differed by
+# 3.1% (docs/verdict-quality.md, repeat 8). One on cpu, whose runs are not timed for verdicts
+# that could see it.
+DEFAULT_SIDES = {"cuda": 3, "cpu": 1}
+SHARED = ("compiled_time", "compiled_time_normalised")
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,7 @@ class CalibrateRequest:
     repo: Path = Path(".")
     python: str = sys.executable
     measure: MeasureOptions = field(default_factory=MeasureOptions)
+    sides: int | None = None  # None: DEFAULT_SIDES for the device
 
 
 def bands_of(result: ModelResult) -> dict[str, Prior]:
@@ -68,9 +78,47 @@ def bands_of(result: ModelResult) -> dict[str, Prior]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def calibrate_command(req: CalibrateRequest) -> tuple[RunResults, dict[Ident, dict[str, Prior]]]:
-    """Measure the checkout with many processes, store the run and its noise bands."""
-    n = DEFAULT_PROCESSES.get(req.measure.device, 4)
+def pooled(priors: list[Prior]) -> Prior | None:
+    """One band from the same metric's bands of several sides, weighted by their degrees of
+    freedom."""
+    df = sum(p.df for p in priors)
+    if df < 1:
+        return None
+    return Prior(math.sqrt(sum(p.df * p.sd ** 2 for p in priors) / df), df)
+
+
+def shared_bands(results: list[ModelResult]) -> dict[str, Prior]:
+    """The noise a side's timing processes share, from one model's result on each side
+    (``estimates.shared_spread``), for compiled time raw and eager-normalised."""
+    lats = [r.latency for r in results if r.status is Status.PASS and r.latency is not None]
+    if len(lats) < 2:
+        return {}
+    groups = {"compiled_time": [[c for _, c in lat.per_process()] for lat in lats],
+              "compiled_time_normalised": [
+                  [[c / e for e, c in zip(eager, comp, strict=False) if e > 0]
+                   for eager, comp in lat.per_process()] for lat in lats]}
+    out = {f"{metric}_shared": estimates.shared_spread(groups[metric]) for metric in SHARED}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def model_bands(results: list[ModelResult]) -> dict[str, Prior]:
+    """A model's bands from its result on every side: each metric's process spread pooled over
+    the sides, and with two sides or more what a side's processes share."""
+    per_side = [bands_of(r) for r in results]
+    metrics = sorted({m for b in per_side for m in b})
+    out = {m: p for m in metrics if (p := pooled([b[m] for b in per_side if m in b]))}
+    return {**out, **shared_bands(results)} if out else {}
+
+
+def calibrate_command(req: CalibrateRequest
+                      ) -> tuple[list[RunResults], dict[Ident, dict[str, Prior]]]:
+    """Measure the checkout on ``sides`` independent sides of many processes each, store the
+    runs (one a side) and the noise bands."""
+    device = req.measure.device
+    sides = req.sides or DEFAULT_SIDES.get(device, 1)
+    if sides < 1:
+        raise UsageError(f"--sides must be at least 1, not {sides}")
+    n = max(2, math.ceil(DEFAULT_PROCESSES.get(device, 4) / sides))
     options = MeasureOptions(**{**req.measure.__dict__,
                                 "timing_processes": req.measure.timing_processes or n,
                                 "cold_processes": req.measure.cold_processes or n})
@@ -79,13 +127,19 @@ def calibrate_command(req: CalibrateRequest) -> tuple[RunResults, dict[Ident, di
     jobs = plan_jobs(resolve_suites(sources), device=options.device, models=req.models)
     env = collect_environment(req.python)
     started = now()
-    measured = measure_sides([Side("run", jobs, options.run_options(req.python))], options)
-    results = build_results([j.result for j in measured["run"]], env=env,
-                            git=gitutil.head_info(req.repo), sources=sources, options=options,
-                            started=started, run_id=uuid.uuid4().hex,
-                            host=host_check(options.device, req.python))
-    bands = {r.ident: b for r in results.results if (b := bands_of(r))}
-    store_runs(req.db_url, results)
+    names = [f"run{i + 1}" for i in range(sides)] if sides > 1 else ["run"]
+    measured = measure_sides([Side(name, jobs, options.run_options(req.python))
+                              for name in names], options)
+    git, host = gitutil.head_info(req.repo), host_check(options.device, req.python)
+    runs = [build_results([j.result for j in measured[name]], env=env, git=git,
+                          sources=sources, options=options, started=started,
+                          run_id=uuid.uuid4().hex, host=host) for name in names]
+    by_model: dict[Ident, list[ModelResult]] = {}
+    for run in runs:
+        for r in run.results:
+            by_model.setdefault(r.ident, []).append(r)
+    bands = {ident: b for ident, rs in by_model.items() if (b := model_bands(rs))}
+    store_runs(req.db_url, *runs)
     with connect(req.db_url) as db:
-        save_noise_bands(db, fingerprint=env.fingerprint, run_id=results.run_id, bands=bands)
-    return results, bands
+        save_noise_bands(db, fingerprint=env.fingerprint, run_id=runs[0].run_id, bands=bands)
+    return runs, bands

@@ -302,12 +302,17 @@ def keys_generate_cmd(out: Path) -> None:
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="The checkout whose suites are measured.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--sides", type=click.IntRange(1, 10), default=None,
+              help="Independent sides, each with its own cold compiles and warm cache, as a "
+                   "pr's base and head have: what one side's processes share is learned from "
+                   "how the sides differ. Default: 3 on cuda, 1 on cpu.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @handle_errors
 def calibrate_cmd(**kwargs: Any) -> None:
-    """Learn each model's noise on this runner: measure the same code with many processes
-    (--processes and --cold-processes, default 8 on cuda, 4 on cpu) and store, per model, the
-    spread between processes. Later comparisons on this environment judge with it.
+    """Learn each model's noise on this runner: measure the same code on several sides of
+    many processes (--sides; --processes and --cold-processes a side, default 8 in all on
+    cuda split over the sides, 4 on cpu) and store, per model, the spread between processes
+    and what a side's processes share. Later comparisons on this environment judge with it.
 
     \b
     Example:
@@ -316,9 +321,10 @@ def calibrate_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.calibrate import CalibrateRequest, calibrate_command
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
-    results, bands = calibrate_command(CalibrateRequest(measure=measure, **kwargs))
-    click.echo(f"run {results.run_id}: noise bands of {len(bands)} model(s), environment "
-               f"{results.environment.fingerprint[:12]}")
+    runs, bands = calibrate_command(CalibrateRequest(measure=measure, **kwargs))
+    click.echo(f"run{'s' if len(runs) > 1 else ''} {', '.join(r.run_id for r in runs)}: "
+               f"noise bands of {len(bands)} model(s), environment "
+               f"{runs[0].environment.fingerprint[:12]}")
     for (suite, model, slug), metrics in sorted(bands.items()):
         parts = ", ".join(f"{m} {p.sd:.1%} (df {p.df})" for m, p in sorted(metrics.items()))
         click.echo(f"  {suite}/{model} [{slug}]: {parts}")

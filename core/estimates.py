@@ -103,6 +103,30 @@ def spread(groups: Groups) -> Prior | None:
     return Prior(math.sqrt(var), df) if df else None
 
 
+def shared_spread(sides: Sequence[Groups]) -> Prior | None:
+    """The SD of the noise all of one side's processes share (``sides[s][i]``: side s's
+    process i's samples), beyond what their own spread explains: the spread of the sides'
+    mean log-medians less its share from within (one-way random effects, method of moments),
+    with ``len(sides) - 1`` degrees of freedom. Zero when the sides agree as well as their
+    processes predict; None with fewer than two sides of two processes."""
+    logs = [[m for g in side if (m := _log_median(g)) is not None] for side in sides]
+    logs = [side for side in logs if len(side) >= 2]
+    if len(logs) < 2:
+        return None
+    within, _ = _pooled_var(logs)
+    means = [sum(side) / len(side) for side in logs]
+    between, _ = _pooled_var([means])
+    excess = between - within * sum(1 / len(side) for side in logs) / len(logs)
+    return Prior(math.sqrt(max(excess, 0.0)), len(logs) - 1)
+
+
+def _satterthwaite(a: float, df_a: int, b: float, df_b: int) -> int:
+    """Degrees of freedom of the sum of two variance estimates (Welch-Satterthwaite)."""
+    if df_a <= 0 or df_b <= 0 or a + b <= 0:
+        return max(df_a, 0)
+    return max(1, int((a + b) ** 2 / (a * a / df_a + b * b / df_b)))
+
+
 def _combine(var: float, df: int, prior: Prior | None) -> tuple[float, int]:
     if prior is None or prior.df <= 0:
         return var, df
@@ -126,13 +150,15 @@ def _interval(delta: float, se: float, df: int, confidence: float) -> tuple[floa
 
 
 def ratio(base: Groups, head: Groups, *, confidence: float = 0.95, prior: Prior | None = None,
-          paired: bool = False) -> Estimate | None:
+          paired: bool = False, shared: Prior | None = None) -> Estimate | None:
     """head/base from per-process samples (``base[i]`` are process i's samples).
 
     Unpaired: the difference of the mean log-medians of each side, with the between-process
     variance pooled over both sides (and the prior). Paired (``base[i]`` and ``head[i]`` ran at
     the same time, so host drift hits both): the mean of per-pair log differences. None when a
-    side has no positive sample.
+    side has no positive sample. ``shared``: noise every process of one side shares (its
+    compile and cache; ``shared_spread``), one draw a side whatever its process count, added
+    to an unpaired interval's variance.
     """
     b = [m for g in base if (m := _log_median(g)) is not None]
     h = [m for g in head if (m := _log_median(g)) is not None]
@@ -153,7 +179,11 @@ def ratio(base: Groups, head: Groups, *, confidence: float = 0.95, prior: Prior 
         delta = sum(h) / len(h) - sum(b) / len(b)
         var, df = _combine(*_pooled_var([b, h]), prior)
         var = max(var, within)
-        se = math.sqrt(var * (1 / len(b) + 1 / len(h)))
+        se2 = var * (1 / len(b) + 1 / len(h))
+        if shared is not None and shared.df > 0 and shared.sd > 0:
+            df = _satterthwaite(se2, df, 2 * shared.sd ** 2, shared.df)
+            se2 += 2 * shared.sd ** 2
+        se = math.sqrt(se2)
         sd = math.sqrt(var)
     lo, hi = _interval(delta, se, df, confidence)
     if max(abs(lo), abs(hi)) > _LOG_MAX:

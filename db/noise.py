@@ -14,7 +14,8 @@ from compilewatch.db.engine import Database, utcnow
 
 NB = m.NoiseBand.__table__
 Ident = tuple[str, str, str]
-METRICS = ("compiled_time", "compiled_time_normalised", "cold_compile", "warm_compile")
+METRICS = ("compiled_time", "compiled_time_normalised", "cold_compile", "warm_compile",
+           "compiled_time_shared", "compiled_time_normalised_shared")
 
 
 def save_noise_bands(db: Database, *, fingerprint: str, run_id: str | None,

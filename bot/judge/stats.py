@@ -29,6 +29,10 @@ DEFAULT_PRIORS: dict[str, Prior] = {
     "compiled_time_normalised": Prior(sd=0.015, df=2),
     "cold_compile": Prior(sd=0.05, df=4),
     "warm_compile": Prior(sd=0.08, df=4),
+    # noise one side's processes share (its compile and warm cache), which only ``calibrate``
+    # with several sides measures: none assumed without it
+    "compiled_time_shared": Prior(sd=0.0, df=0),
+    "compiled_time_normalised_shared": Prior(sd=0.0, df=0),
 }
 
 

@@ -139,7 +139,13 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
         note = ((note + "; ") if note else "") + (
             "one timing process a side: the interval assumes the default noise between "
             "processes (--processes 3 measures it)")
-    compiled = estimates.ratio(groups_b, groups_h, confidence=t.confidence, prior=prior)
+    shared, shared_calibrated = judge.prior(f"{metric}_shared")
+    if shared_calibrated and shared.sd > 0:
+        note = ((note + "; ") if note else "") + (
+            f"the interval includes {shared.sd:.1%} of noise a side's processes share "
+            "(calibrated)")
+    compiled = estimates.ratio(groups_b, groups_h, confidence=t.confidence, prior=prior,
+                               shared=shared)
     eager = estimates.ratio([e for e, _ in bl.per_process()], [e for e, _ in hl.per_process()],
                             confidence=t.confidence, prior=prior)
     speed = estimates.ratio([[e / c for e, c in zip(pe, pc, strict=False) if c > 0]

@@ -17,6 +17,7 @@ from compilewatch.bot.measuring import MeasureOptions
 from compilewatch.compiler import schedule
 from compilewatch.core.estimates import Prior
 from compilewatch.db import connect, load_noise_bands, save_noise_bands
+from compilewatch.db.queries import list_runs
 from tests.factories import FakeLauncher, model_result, run_results, worker_output
 
 
@@ -31,7 +32,7 @@ def test_calibrate_stores_each_models_noise_and_compare_uses_it(
         harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, output=_noisy))
     db = f"sqlite:///{tmp_path / 'cw.db'}"
-    results, bands = calibrate_command(CalibrateRequest(
+    [results], bands = calibrate_command(CalibrateRequest(
         suites=(harness_suite,), models=("breaks", "branchy"), db_url=db,
         measure=MeasureOptions(rounds=5, block_ms=1.0, quiet=True)))
     assert len(bands) == 2
@@ -48,6 +49,38 @@ def test_calibrate_stores_each_models_noise_and_compare_uses_it(
     prior, calibrated = noise.prior(ident, "compiled_time")
     assert calibrated and prior == bands[ident]["compiled_time"]
     assert noise.prior(("x", "y", "z"), "compiled_time")[1] is False
+
+
+SIDE_SHIFT = {"run1": 0.97, "run2": 1.0, "run3": 1.03}
+
+
+def _side_shifted(spec, name):  # type: ignore[no-untyped-def]
+    """Each side's processes share a shift (3% between sides), and differ by 0.5% each."""
+    rng = random.Random(name)
+    shift = SIDE_SHIFT[name.split("-", 1)[0]]
+    return worker_output(spec, compiled_us=50 * shift * (1 + rng.gauss(0, 0.005)),
+                         eager_us=100.0, seed=hash(name) % 1000)
+
+
+def test_several_sides_learn_what_a_sides_processes_share(
+        harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedule, "Launcher",
+                        functools.partial(FakeLauncher, output=_side_shifted))
+    db = f"sqlite:///{tmp_path / 'cw.db'}"
+    runs, bands = calibrate_command(CalibrateRequest(
+        suites=(harness_suite,), models=("breaks",), db_url=db, sides=3,
+        measure=MeasureOptions(rounds=5, block_ms=1.0, quiet=True)))
+    assert len(runs) == 3 and len({r.run_id for r in runs}) == 3
+    [metrics] = bands.values()
+    assert metrics["compiled_time"].df == 3  # two processes on each of three sides
+    assert metrics["compiled_time"].sd < 0.01
+    shared = metrics["compiled_time_shared"]
+    assert shared.df == 2 and 0.02 < shared.sd < 0.04
+    prior, calibrated = noise_bands(db, runs[0]).prior(next(iter(bands)),
+                                                        "compiled_time_shared")
+    assert calibrated and prior == shared
+    with connect(db) as conn:  # every side is a stored run of the checkout
+        assert {r.run_id for r in runs} <= {row.run_id for row in list_runs(conn, limit=10)}
 
 
 def test_bands_come_from_the_spread_between_processes() -> None:
