@@ -119,9 +119,12 @@ def calibrate_command(req: CalibrateRequest
     if sides < 1:
         raise UsageError(f"--sides must be at least 1, not {sides}")
     n = max(2, math.ceil(DEFAULT_PROCESSES.get(device, 4) / sides))
+    # measure_all: two sides of the same code are not a base and a head, whose equal keys
+    # would let the loop skip the timing calibration exists for
     options = MeasureOptions(**{**req.measure.__dict__,
                                 "timing_processes": req.measure.timing_processes or n,
-                                "cold_processes": req.measure.cold_processes or n})
+                                "cold_processes": req.measure.cold_processes or n,
+                                "measure_all": True})
     options.check()
     sources = suite_sources(req.suites, req.repo)
     jobs = plan_jobs(resolve_suites(sources), device=options.device, models=req.models)
