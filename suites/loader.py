@@ -87,7 +87,9 @@ def load_suite(source: str) -> Suite:
             raise SuiteError(f"suite file {source} does not exist")
         module = _import_file(path)
         name = path.stem
-        source = str(path.resolve())  # workers run in folders of their own
+        # workers run in folders of their own; absolute, not resolved: a suite file that is
+        # a link keeps its own path, which the loop matches against the PR's diff
+        source = str(path.absolute())
     else:
         module = source
         _import_module(module)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from compilewatch.compiler.plan import plan_jobs
@@ -44,6 +46,10 @@ def test_a_relative_file_is_handed_on_by_its_absolute_path(tmp_path, monkeypatch
     assert suite.source == str(tmp_path.resolve() / "models.py")
     monkeypatch.chdir("/")
     assert list(load_suite(suite.source).models) == ["tiny"]
+    # a link keeps its own path (the diff names the link, not its target)
+    (tmp_path / "linked.py").symlink_to(tmp_path / "models.py")
+    monkeypatch.chdir(tmp_path)
+    assert load_suite("linked.py").source == str(Path.cwd() / "linked.py")
 
 
 def test_module_suite(harness_suite, monkeypatch, tmp_path):
