@@ -21,7 +21,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 KEEP = ("XBLOCK", "YBLOCK", "RBLOCK", "R0_BLOCK", "num_warps", "num_stages")
@@ -30,6 +29,7 @@ KEEP = ("XBLOCK", "YBLOCK", "RBLOCK", "R0_BLOCK", "num_warps", "num_stages")
 def _child() -> None:
     import torch
 
+    from compilewatch.compiler import timing
     from compilewatch.suites.micro import Block
 
     torch.manual_seed(0)
@@ -37,21 +37,14 @@ def _child() -> None:
     x = torch.randn(32, 512, 1024, device="cuda", dtype=torch.bfloat16)
     fn = torch.compile(net, dynamic=True)
     with torch.no_grad():
-        for _ in range(5):
-            fn(x)
-        torch.cuda.synchronize()
-        blocks = []
-        for _ in range(30):
-            t0 = time.perf_counter()
-            for _ in range(20):
-                fn(x)
-            torch.cuda.synchronize()
-            blocks.append((time.perf_counter() - t0) / 20 * 1e6)
+        fn(x)  # the cold compile, and the autotuning that picks each kernel's config
+        timing.warm_up(lambda: fn(x), "cuda", 0.5)
+        compiled = timing.measure(lambda: net(x), lambda: fn(x), "cuda", 30, 20.0).compiled_us
     picks = {}
     for f in Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).rglob("*.best_config"):
         cfg = json.loads(f.read_text())
         picks[f.stem[:12]] = {k: cfg[k] for k in KEEP if k in cfg}
-    print(json.dumps({"compiled": statistics.median(blocks), "picks": picks}))
+    print(json.dumps({"compiled": statistics.median(compiled), "picks": picks}))
 
 
 def main() -> None:

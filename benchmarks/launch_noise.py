@@ -144,26 +144,20 @@ def _kernels(core: int) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from compilewatch.compiler import timing
+
     net = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(20)]).cuda()
     x = torch.randn(8, 32, device="cuda")
     with torch.no_grad():
-        for _ in range(200):
-            net(x)
-        torch.cuda.synchronize()
-        blocks = []
-        for _ in range(20):
-            t0 = time.perf_counter()
-            for _ in range(50):
-                net(x)
-            torch.cuda.synchronize()
-            blocks.append((time.perf_counter() - t0) / 50 * 1e6)
+        timing.warm_up(lambda: net(x), "cuda", 0.5)
+        eager = timing.measure(lambda: net(x), lambda: net(x), "cuda", 20, 20.0).eager_us
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(10):
                 net(x)
             torch.cuda.synchronize()
     kernels = {e.key[:90]: round(getattr(e, "device_time_total", 0.0) / 10, 1)
                for e in prof.key_averages() if getattr(e, "device_time_total", 0.0) > 0}
-    print(json.dumps({"eager": statistics.median(blocks), "kernels": kernels}))
+    print(json.dumps({"eager": statistics.median(eager), "kernels": kernels}))
 
 
 def kernels(processes: int, core: int) -> None:

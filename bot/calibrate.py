@@ -33,7 +33,7 @@ from compilewatch.compiler.schedule import Side
 from compilewatch.core import estimates
 from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import Prior
-from compilewatch.core.schema import ModelResult, RunResults, Status
+from compilewatch.core.schema import Latency, ModelResult, RunResults, Status
 from compilewatch.db import connect, save_noise_bands, store_runs
 from compilewatch.suites.loader import resolve_suites
 
@@ -42,10 +42,9 @@ DEFAULT_PROCESSES = {"cuda": 8, "cpu": 4}
 # Independent measurements of the same code, each with its own cold compile and warm cache, as
 # a pr's two sides are: what a side's processes share varies only between them. On the H200 a
 # model's three processes a side agreed within 1% while two sides of the same code differed by
-# 3.1% (docs/verdict-quality.md, repeat 8). One on cpu, whose runs are not timed for verdicts
-# that could see it.
+# 3.1% (docs/verdict-quality.md, repeat 8). One on cpu: a shared part has been seen only on the
+# GPU, and on a few-core CPU runner each side costs minutes.
 DEFAULT_SIDES = {"cuda": 3, "cpu": 1}
-SHARED = ("compiled_time", "compiled_time_normalised")
 
 
 @dataclass(frozen=True)
@@ -61,6 +60,12 @@ class CalibrateRequest:
     sides: int | None = None  # None: DEFAULT_SIDES for the device
 
 
+def _timing_groups(lat: Latency) -> dict[str, list[list[float]]]:
+    """Each timing process's samples, per metric whose noise is learned from them."""
+    return {"compiled_time": [c for _, c in lat.per_process()],
+            "compiled_time_normalised": lat.normalised_per_process()}
+
+
 def bands_of(result: ModelResult) -> dict[str, Prior]:
     """The noise bands one result's processes show (metrics with fewer than two processes are
     left out)."""
@@ -68,36 +73,22 @@ def bands_of(result: ModelResult) -> dict[str, Prior]:
         return {}
     out: dict[str, Prior | None] = {}
     if result.latency is not None:
-        per = result.latency.per_process()
-        out["compiled_time"] = estimates.spread([c for _, c in per])
-        out["compiled_time_normalised"] = estimates.spread([
-            [c / e for e, c in zip(eager, comp, strict=False) if e > 0] for eager, comp in per])
+        out.update({m: estimates.spread(g) for m, g in _timing_groups(result.latency).items()})
     # one compile sample a process
     out["cold_compile"] = estimates.spread([[x] for x in result.compile.cold_samples_s])
     out["warm_compile"] = estimates.spread([[x] for x in result.compile.warm_samples_s])
     return {k: v for k, v in out.items() if v is not None}
 
 
-def pooled(priors: list[Prior]) -> Prior | None:
-    """One band from the same metric's bands of several sides, weighted by their degrees of
-    freedom."""
-    df = sum(p.df for p in priors)
-    if df < 1:
-        return None
-    return Prior(math.sqrt(sum(p.df * p.sd ** 2 for p in priors) / df), df)
-
-
 def shared_bands(results: list[ModelResult]) -> dict[str, Prior]:
     """The noise a side's timing processes share, from one model's result on each side
     (``estimates.shared_spread``), for compiled time raw and eager-normalised."""
-    lats = [r.latency for r in results if r.status is Status.PASS and r.latency is not None]
-    if len(lats) < 2:
+    sides = [_timing_groups(r.latency) for r in results
+             if r.status is Status.PASS and r.latency is not None]
+    if len(sides) < 2:
         return {}
-    groups = {"compiled_time": [[c for _, c in lat.per_process()] for lat in lats],
-              "compiled_time_normalised": [
-                  [[c / e for e, c in zip(eager, comp, strict=False) if e > 0]
-                   for eager, comp in lat.per_process()] for lat in lats]}
-    out = {f"{metric}_shared": estimates.shared_spread(groups[metric]) for metric in SHARED}
+    out = {f"{metric}_shared": estimates.shared_spread([side[metric] for side in sides])
+           for metric in sides[0]}
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -106,7 +97,8 @@ def model_bands(results: list[ModelResult]) -> dict[str, Prior]:
     the sides, and with two sides or more what a side's processes share."""
     per_side = [bands_of(r) for r in results]
     metrics = sorted({m for b in per_side for m in b})
-    out = {m: p for m in metrics if (p := pooled([b[m] for b in per_side if m in b]))}
+    out = {m: p for m in metrics
+           if (p := estimates.pooled([b[m] for b in per_side if m in b]))}
     return {**out, **shared_bands(results)} if out else {}
 
 

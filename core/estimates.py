@@ -103,6 +103,15 @@ def spread(groups: Groups) -> Prior | None:
     return Prior(math.sqrt(var), df) if df else None
 
 
+def pooled(priors: Sequence[Prior]) -> Prior | None:
+    """One band from several bands of the same noise (the same metric on several sides),
+    weighted by their degrees of freedom; None without any."""
+    df = sum(p.df for p in priors)
+    if df < 1:
+        return None
+    return Prior(math.sqrt(sum(p.df * p.sd ** 2 for p in priors) / df), df)
+
+
 def shared_spread(sides: Sequence[Groups]) -> Prior | None:
     """The SD of the noise all of one side's processes share (``sides[s][i]``: side s's
     process i's samples), beyond what their own spread explains: the spread of the sides'

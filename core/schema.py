@@ -202,6 +202,11 @@ class Latency(_Model):
             at += n
         return out
 
+    def normalised_per_process(self) -> list[list[float]]:
+        """Per process, compiled over eager of the same round: the host's speed cancels."""
+        return [[c / e for e, c in zip(eager, comp, strict=False) if e > 0]
+                for eager, comp in self.per_process()]
+
 
 def _equal_sizes(n: int, parts: int) -> list[int]:
     parts = max(1, min(parts, n)) if n else 1

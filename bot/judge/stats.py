@@ -55,7 +55,7 @@ class NoiseBands:
 BAND_PROCESSES = 3  # the band is noise_factor SDs at up to this many processes a side
 
 
-def _fewer(processes: tuple[int, int]) -> float:
+def _narrowing(processes: tuple[int, int]) -> float:
     """How much the band narrows with more than ``BAND_PROCESSES`` timing processes a side:
     by the fourth root of ``BAND_PROCESSES / n`` (n the harmonic mean of the two sides'
     counts), never wider than at three. More processes (``--processes``, a follow-up) narrow
@@ -83,7 +83,7 @@ def verdict_of(est: Estimate, threshold: MetricThreshold, *, base: float, head: 
     ``min_abs``); noisy: an interval wider than ``noisy_half_width`` either way (log scale), so
     that nothing else can be concluded; within noise: anything else.
     """
-    band = max(threshold.regression, noise_factor * est.sd * _fewer(est.processes))
+    band = max(threshold.regression, noise_factor * est.sd * _narrowing(est.processes))
     if abs(head - base) < threshold.min_abs:
         return Verdict.UNCHANGED, band
     if est.ratio >= 1.0 + band and est.low > 1.0:

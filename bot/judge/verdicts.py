@@ -34,7 +34,6 @@ from compilewatch.core.estimates import Estimate, Prior, geomean
 from compilewatch.core.schema import (
     Category,
     GraphBreak,
-    Latency,
     ModelResult,
     RunResults,
     Status,
@@ -105,12 +104,6 @@ def _model_unchanged(b: ModelResult, h: ModelResult) -> bool:
     return bool(pb) and pb == ph and all(pb)
 
 
-def _normalised(lat: Latency) -> list[list[float]]:
-    """Per process, compiled over eager of the same round: the host's speed cancels."""
-    return [[c / e for e, c in zip(eager, comp, strict=False) if e > 0]
-            for eager, comp in lat.per_process()]
-
-
 def _timings(b: ModelResult, h: ModelResult, judge: Judging
              ) -> tuple[Delta | None, Delta | None, Delta | None]:
     """Compiled time (judged), eager time (the host witness) and speedup (context).
@@ -130,7 +123,7 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     groups_h = [c for _, c in hl.per_process()]
     method, note, metric = "processes", None, "compiled_time"
     if launch_bound and _model_unchanged(b, h):
-        groups_b, groups_h = _normalised(bl), _normalised(hl)
+        groups_b, groups_h = bl.normalised_per_process(), hl.normalised_per_process()
         method, metric = "processes, eager-normalised", "compiled_time_normalised"
         note = ("launch-bound and the model is unchanged: judged on compiled/eager per round, "
                 "which the host's speed cancels out of")

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from compilewatch.core.estimates import Prior, ratio, shared_spread
+from compilewatch.core.estimates import Prior, pooled, ratio, shared_spread
 
 
 def _side(rng: random.Random, level: float, processes: int, process_sd: float,
@@ -48,3 +48,10 @@ def test_the_shared_term_widens_an_unpaired_interval_by_one_draw_a_side() -> Non
     assert shared.df < plain.df
     assert ratio(b, h, shared=Prior(0.0, 5)) == plain  # nothing shared: nothing changes
     assert ratio(b, h, shared=Prior(0.02, 0)) == plain  # no evidence: nothing assumed
+
+
+def test_bands_of_the_same_noise_pool_by_their_degrees_of_freedom() -> None:
+    got = pooled([Prior(0.01, 2), Prior(0.03, 6)])
+    assert got is not None and got.df == 8
+    assert got.sd == pytest.approx(math.sqrt((2 * 0.01 ** 2 + 6 * 0.03 ** 2) / 8))
+    assert pooled([]) is None and pooled([Prior(0.05, 0)]) is None
