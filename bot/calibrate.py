@@ -4,7 +4,11 @@ The same code is measured with many processes (``--processes``, ``--cold-process
 model the spread between processes is kept as a noise band: the standard deviation of the log
 of each timing process's median compiled time (raw, and as compiled/eager per round, which is
 what unchanged launch-bound models are judged on), of each cold compile and of each warm
-compile, with its degrees of freedom. The bands are stored for this environment (fingerprint)
+compile, with its degrees of freedom. With several ``--sides`` (each its own cold compiles and
+warm cache, as a pr's base and head) the process bands are pooled over the sides, and how much
+more the sides differ than their processes predict is kept too (``compiled_time_shared``):
+noise every process of one side shares, which a verdict's interval then carries. The bands
+are stored for this environment (fingerprint)
 and every later ``compare``/``pr``/``post`` with the same database judges that model with them
 instead of the defaults (``bot/judge/stats.py``): a noisy model needs a larger change before a
 verdict, a quiet one gets a tighter band.
