@@ -195,9 +195,10 @@ class FakeGitHub:
             self.faults.clear()
 
     def barrier(self, method: str, path: str, parties: int) -> None:
-        """The first ``parties`` matching requests wait for each other before being served
-        (up to 60 s: on a loaded 2-core machine one thread's requests lagged the other's by
-        more than the 10 s this allowed before, and the race did not happen)."""
+        """The first ``parties`` matching requests wait for each other (up to 60 s) once their
+        answers are made and before any is sent. Waiting before the answers were made let one
+        thread's whole create finish before the other's listing was made, now and then, so the
+        race did not happen."""
         self.barriers.append((method, re.compile(path), threading.Barrier(parties, timeout=60),
                               [parties]))
 
@@ -346,13 +347,16 @@ class _Handler(BaseHTTPRequestHandler):
             fault = next((f for f in fake.faults if f.matches(method, url.path)), None)
             if fault is not None:
                 fault.remaining -= 1
-        self._wait_at_barrier(method, url.path)
         if fault is not None:
+            self._wait_at_barrier(method, url.path)
             return self._send(entry, fault.status, {"message": fault.message}, fault.headers)
         try:
             status, payload, headers = self._route(method, url.path, query, body, entry)
         except Reply as r:
             status, payload, headers = r.status, r.payload, {}
+        # after the answer is made, before it is sent: racing requests each see the state as
+        # it was when they met, whichever thread the server happens to run first
+        self._wait_at_barrier(method, url.path)
         self._send(entry, status, payload, headers)
 
     def _wait_at_barrier(self, method: str, path: str) -> None:
