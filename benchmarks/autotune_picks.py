@@ -9,7 +9,9 @@ side of a ``pr`` has its own warm cache, so if the pick is a coin toss, a side's
 processes all share one toss: a difference between sides that no number of processes a side
 averages out. This compiles micro's ``bf16_block_dynamic`` (pre-norm MLP block, bf16, dynamic)
 cold in N fresh processes, each on an empty cache dir, and prints per process the compiled
-median and the configs picked.
+median and the configs picked. Then each cache is timed again by a fresh process on it (warm:
+the picks are read, not made), the caches taken in turn, twice: if the warm times follow their
+cache and not the process, a cache's picks carry the speed, and a side's processes share it.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def _child() -> None:
     x = torch.randn(32, 512, 1024, device="cuda", dtype=torch.bfloat16)
     fn = torch.compile(net, dynamic=True)
     with torch.no_grad():
-        fn(x)  # the cold compile, and the autotuning that picks each kernel's config
+        fn(x)  # cold: the compile, and the autotuning that picks each kernel's config; warm: read
         timing.warm_up(lambda: fn(x), "cuda", 0.5)
         compiled = timing.measure(lambda: net(x), lambda: fn(x), "cuda", 30, 20.0).compiled_us
     picks = {}
@@ -55,15 +57,27 @@ def main() -> None:
     if args.child:
         _child()
         return
-    for i in range(args.processes):
-        cache = tempfile.mkdtemp(prefix=f"autotune-picks-{i}-")
-        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache,
-                   TRITON_CACHE_DIR=str(Path(cache) / "triton"))
-        out = subprocess.run([sys.executable, __file__, "--child"], env=env, check=True,
-                             capture_output=True, text=True).stdout
-        row = json.loads(out.strip().splitlines()[-1])
+    caches = [tempfile.mkdtemp(prefix=f"autotune-picks-{i}-") for i in range(args.processes)]
+    warm: dict[int, list[float]] = {i: [] for i in range(args.processes)}
+    for i, cache in enumerate(caches):
+        row = _run(cache)
         picks = "; ".join(f"{k} {v}" for k, v in sorted(row["picks"].items()))
-        print(f"process {i + 1}: compiled {row['compiled']:.1f} µs; picks: {picks}", flush=True)
+        print(f"cache {i + 1}, cold: compiled {row['compiled']:.1f} µs; picks: {picks}",
+              flush=True)
+    for _ in range(2):
+        for i, cache in enumerate(caches):
+            warm[i].append(_run(cache)["compiled"])
+            print(f"cache {i + 1}, warm: compiled {warm[i][-1]:.1f} µs", flush=True)
+    for i in warm:
+        print(f"cache {i + 1}: warm processes {', '.join(f'{v:.1f}' for v in warm[i])} µs")
+
+
+def _run(cache: str) -> dict:
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache,
+               TRITON_CACHE_DIR=str(Path(cache) / "triton"))
+    out = subprocess.run([sys.executable, __file__, "--child"], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

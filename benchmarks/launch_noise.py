@@ -20,7 +20,11 @@ warm-up), in fresh processes, under three conditions taken in turn so that drift
   may sit on another NUMA node than the core it times on); ``moved-load``: the same while
   every other core spins; ``moved-all``, ``moved-all-load``: the same, but every thread is
   moved to the timing core (``cpus.pin_all``, what a timing process does since);
-- ``forked``: forked, like a ``pr`` worker, from a process that imported the compiler stack.
+- ``forked``: forked, like a ``pr`` worker, from a process that imported the compiler stack;
+- ``hashseed``: idle, with ``PYTHONHASHSEED=0`` (every process the same string hashes, so the
+  same dict and set layouts); ``no-aslr``: idle, with address-space randomisation off for the
+  process (``personality(ADDR_NO_RANDOMIZE)``, then re-executed); ``fixed``: both. If the spread
+  between processes is the layout of the interpreter's objects in memory, these remove it.
 
 It also prints the host's NUMA nodes and the GPU's local cores, as sysfs gives them. With
 ``--kernels N`` it instead runs N fresh processes that each print the model's eager time and the
@@ -46,7 +50,7 @@ import time
 from pathlib import Path
 
 CONDITIONS = ("idle", "cpu-load", "gpu-warm", "ctx-idle", "gpu-others", "moved", "moved-load",
-              "moved-all", "moved-all-load", "forked")
+              "moved-all", "moved-all-load", "forked", "hashseed", "no-aslr", "fixed")
 LOADED = ("cpu-load", "moved-load", "moved-all-load")
 _OTHER = """
 import sys, time, torch
@@ -82,7 +86,23 @@ def _topology() -> str:
     return "; ".join(lines) or "no NUMA or PCI information"
 
 
+def _no_aslr() -> None:
+    """Re-execute this process with address-space randomisation off (once)."""
+    if os.environ.get("LAUNCH_NOISE_NO_ASLR") == "1":
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    current = libc.personality(0xFFFFFFFF)
+    if current < 0 or libc.personality(current | 0x0040000) < 0:
+        raise SystemExit("personality(ADDR_NO_RANDOMIZE) refused on this host")
+    os.environ["LAUNCH_NOISE_NO_ASLR"] = "1"
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+
 def _child(condition: str, core: int) -> None:
+    if condition in ("no-aslr", "fixed"):
+        _no_aslr()
     if condition == "forked":
         import torch._dynamo  # the fork server's imports
         import torch._inductor
@@ -232,8 +252,10 @@ def main() -> None:
                     p.start()
                     os.sched_setaffinity(p.pid, {core})
                     spinners.append(p)
+            child_env = dict(env, PYTHONHASHSEED="0") if condition in ("hashseed", "fixed") \
+                else env
             try:
-                out = subprocess.run([*cmd, condition], env=env, check=True,
+                out = subprocess.run([*cmd, condition], env=child_env, check=True,
                                      capture_output=True, text=True).stdout
             finally:
                 for spinner in spinners:

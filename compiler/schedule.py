@@ -2,11 +2,14 @@
 and ``pr`` all measure through ``measure``.
 
 Per (model, config) and side it runs ``cold_processes`` cold compiles (each a fresh process on an
-empty cache dir; the first one's dir is kept, and that process also records breaks, recompiles,
-cache keys and accuracy), then ``timing_processes`` timing processes on that warm cache dir
-(each times steady state and gives a warm compile sample), and, where asked, a warm start from a
-cache artifact. With two sides the processes interleave: base and head alternate (ABBA...), the
-cold compiles of a pair run side by side, so host drift hits both alike.
+empty cache dir; the first one also records breaks, recompiles, cache keys and accuracy), then
+``timing_processes`` timing processes, each on a warm cache dir left by a cold compile (timing
+process k on cold compile ((k - 1) mod cold_processes) + 1's, so each times its own compile's
+kernels: what a cold compile picked, such as each Triton kernel's autotuned config, varies
+between processes the interval sees, not one a whole side shares), each timing steady state and
+giving a warm compile sample; and, where asked, a warm start from a cache artifact. With two
+sides the processes interleave: base and head alternate (ABBA...), the cold compiles of a pair
+run side by side, so host drift hits both alike.
 
 Two lanes: compile-only processes run in a pool of ``compile_slots``; timing processes run one at
 a time (the device lock). With ``overlap`` (a GPU run) the lanes run at once: the GPU times one
@@ -196,6 +199,8 @@ class _JobState:
     done: bool = False
     result: JobRun | None = None
     followed_up: bool = False  # asked once whether more timing processes would settle it
+    cold_dirs: dict[int, Path] = field(default_factory=dict)  # kept caches of cold compiles 2..
+    held: dict[int, list[int]] = field(default_factory=dict)  # cold index -> timing waiting on it
 
 
 class Loop:
@@ -315,7 +320,12 @@ class Loop:
             self._push(st, "cold", i)
         if opts.measure:
             for k in range(1, opts.timing_processes + 1):
-                self._push(st, "timing", k)
+                c = self._timing_cache(st, k)
+                if c == 1:
+                    self._push(st, "timing", k)
+                else:  # its cache is not compiled yet: queued when cold compile c ends
+                    st.held.setdefault(c, []).append(k)
+                    st.pending += 1
         if opts.artifact_dir is not None and first.artifact and first.artifact.sha256:
             st.artifact = self._artifact_path(st)
             self._push(st, "warm_start", 1)
@@ -324,6 +334,35 @@ class Loop:
                 or "the cold compile saved no artifact"
         elif opts.warm_cache is not None:
             self._push(st, "warm_start", 1)
+
+    def _keeps_cold_dirs(self, st: _JobState) -> bool:
+        """Whether timing processes run on the caches of cold compiles 2.. (not with a reused
+        cache root, whose compiles are not cold)."""
+        opts = st.side.opts
+        return opts.measure and opts.timing_processes > 0 and opts.cache_root is None
+
+    def _timing_cache(self, st: _JobState, k: int) -> int:
+        """Which cold compile's cache timing process ``k`` runs on."""
+        n = st.side.opts.cold_processes
+        return (k - 1) % n + 1 if self._keeps_cold_dirs(st) and n > 1 else 1
+
+    def _cold_dir(self, st: _JobState, index: int) -> Path:
+        """The cache dir of cold compile ``index`` > 1 (the first one's is ``st.cache_dir``)."""
+        return self._workdir(st, f"cold{index}")
+
+    def _workdir(self, st: _JobState, what: str) -> Path:
+        """A folder of this (side, job) only: named for its suite, model and config, so two
+        configs of one model never share one."""
+        j = st.job
+        stem = artifacts.job_stem(j.suite.name, j.spec.name, j.config.slug)
+        return self.launcher.workdir(f"{st.side.name}-{stem}-{what}")
+
+    def _release(self, st: _JobState, cold: int) -> None:
+        """Cold compile ``cold`` ended: queue the timing processes that wait for its cache (on
+        the first cold compile's cache if it failed)."""
+        for k in st.held.pop(cold, []):
+            st.pending -= 1
+            self._push(st, "timing", k)
 
     def _artifact_path(self, st: _JobState) -> Path:
         assert st.side.opts.artifact_dir is not None
@@ -388,6 +427,8 @@ class Loop:
         for st in sts:
             assert st is not None
             st.outputs.timing_skipped = reason
+            st.pending -= sum(len(ks) for ks in st.held.values())
+            st.held.clear()
             for queue in (self.compile_queue, self.timing_queue):
                 dropped = [t for t in queue if (t.side, ident(t.job)) == (st.side.name, key)
                            and t.kind != "warm_start"]
@@ -409,12 +450,14 @@ class Loop:
         lock = str(self.launcher.root / "device.lock") if self.settings.overlap else None
         cache_dir = st.cache_dir
         if kind == "cold" and index > 1:
-            cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-cold{index}")
+            cache_dir = self._cold_dir(st, index)
         elif kind in ("warm_start", "scan"):
-            cache_dir = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-{kind}")
+            cache_dir = self._workdir(st, kind)
+        elif kind == "timing":
+            cache_dir = st.cold_dirs.get(self._timing_cache(st, index), st.cache_dir)
         save = str(self._artifact_path(st)) if (kind == "cold" and index == 1
                                                 and opts.artifact_dir is not None) else None
-        trace = str(self.launcher.workdir(f"{st.side.name}-{job.spec.name}-trace")) \
+        trace = str(self._workdir(st, "trace")) \
             if kind == "cold" and index == 1 and opts.diagnostics_dir is not None else None
         spec = WorkerSpec(
             suite=job.suite.source, model=job.spec.name, config=job.config, phase=phase,
@@ -455,7 +498,8 @@ class Loop:
             self.on_event(Event("phase", task.side, task.job, text))
 
         output, seconds = self.launcher.run(launch, on_phase)
-        if task.kind == "cold" and task.index > 1:
+        if task.kind == "cold" and task.index > 1 \
+                and not (output.ok and self._keeps_cold_dirs(st)):
             shutil.rmtree(cache_dir, ignore_errors=True)
         return task, output, seconds
 
@@ -491,6 +535,10 @@ class Loop:
             if task.index == 1:
                 st.outputs.trace = self._keep_trace(st)
                 self._first_cold_done(key)
+            else:
+                if output.ok and self._keeps_cold_dirs(st):  # timing processes run on it
+                    st.cold_dirs[task.index] = self._cold_dir(st, task.index)
+                self._release(st, task.index)
         elif task.kind == "timing":
             assert output is not None
             st.outputs.timing.append(output)
@@ -554,7 +602,7 @@ class Loop:
         opts, job = st.side.opts, st.job
         if opts.diagnostics_dir is None:
             return None
-        src = self.launcher.workdir(f"{st.side.name}-{job.spec.name}-trace")
+        src = self._workdir(st, "trace")
         logs = sorted(p for p in src.iterdir() if p.is_file())
         if not logs:
             return None
@@ -594,6 +642,9 @@ class Loop:
 
     def _done(self, st: _JobState, run: JobRun) -> None:
         st.done, st.result = True, run
+        kept, st.cold_dirs = list(st.cold_dirs.values()), {}
+        for path in kept:
+            shutil.rmtree(path, ignore_errors=True)
         self.finished += 1
         self.results[st.side.name].append(run)
         self.on_event(Event("done", st.side.name, st.job, run=run, finished=self.finished,

@@ -247,6 +247,9 @@ class FakeLauncher:
     makes each worker's output (default: ``worker_output``)."""
 
     launches: ClassVar[list[tuple[str, str, str]]] = []
+    # (side, model, kind and index from the process's name, its cache dir and whether that dir
+    # existed and held anything when the process started)
+    caches: ClassVar[list[tuple[str, str, str, str, bool]]] = []
 
     def __init__(self, isolation: str = "fork", preload: Any = (),
                  output: Any = None, raise_on: int | None = None,
@@ -258,6 +261,7 @@ class FakeLauncher:
         self.output = output or (lambda spec, name: worker_output(spec))
         self.raise_on = raise_on
         FakeLauncher.launches = []
+        FakeLauncher.caches = []
 
     def __enter__(self) -> FakeLauncher:
         return self
@@ -279,8 +283,15 @@ class FakeLauncher:
         return path
 
     def run(self, launch: Any, on_phase: Any) -> tuple[Any, float]:
+        from pathlib import Path
+
         side = launch.name.split("-", 1)[0]
         FakeLauncher.launches.append((side, launch.spec.model, launch.spec.phase))
+        cache = Path(launch.env["TORCHINDUCTOR_CACHE_DIR"])
+        FakeLauncher.caches.append((side, launch.spec.model, launch.name.rsplit("-", 1)[1],
+                                    str(cache), cache.is_dir() and any(cache.iterdir())))
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / f"compiled-by-{launch.name}").write_text("")  # what a compile leaves there
         if self.raise_on is not None and len(FakeLauncher.launches) == self.raise_on:
             raise KeyboardInterrupt  # the job is cancelled while this process runs
         on_phase(f"{launch.spec.phase}: compile")

@@ -419,3 +419,98 @@ def test_a_follow_up_that_raises_finishes_the_model_with_a_note(
         assert run.result.status is Status.PASS and run.result.latency is not None
         assert run.result.latency.processes == 2
         assert any("ZeroDivisionError: judging bug" in n for n in run.result.notes)
+
+
+def _timing_caches() -> dict[tuple[str, str], dict[str, str]]:
+    """Per (side, model): each process's name (cold1, timing2, ...) -> its cache dir."""
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for side, model, name, cache, _ in FakeLauncher.caches:
+        out.setdefault((side, model), {})[name] = cache
+    return out
+
+
+@pytest.mark.parametrize(("cold", "timing", "expected"), [
+    (3, 3, ["cold1", "cold2", "cold3"]),
+    (3, 4, ["cold1", "cold2", "cold3", "cold1"]),  # more timing than cold: round again
+    (2, 5, ["cold1", "cold2", "cold1", "cold2", "cold1"]),
+    (3, 2, ["cold1", "cold2"]),
+    (1, 3, ["cold1", "cold1", "cold1"]),
+])
+@pytest.mark.parametrize("overlap", [False, True])
+def test_each_timing_process_times_the_kernels_of_its_own_cold_compile(
+        cold: int, timing: int, expected: list[str], overlap: bool, jobs: list[Job],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a cold compile picks (a Triton kernel's autotuned config) is then a difference
+    between timing processes, which the interval sees, not one a whole side shares."""
+    _fake(monkeypatch)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=cold, timing_processes=timing)
+    sides = [Side("base", jobs[:2], opts), Side("head", jobs[:2], opts)]
+    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True, overlap=overlap,
+                                       compile_slots=2))
+    for (side, model), names in _timing_caches().items():
+        assert [names[f"timing{k}"] for k in range(1, timing + 1)] == \
+            [names[c] for c in expected], (side, model)
+        assert len({names[f"cold{i}"] for i in range(1, cold + 1)}) == cold
+    started = [(s, m, n) for s, m, n, _, _ in FakeLauncher.caches]
+    for side, model, name, _, held in FakeLauncher.caches:
+        if name.startswith("cold"):
+            assert not held, f"{side} {model} {name} started on a used cache dir"
+        else:  # a timing process starts on a compiled cache, after the compile that made it
+            c = expected[int(name.removeprefix("timing")) - 1]
+            assert held and started.index((side, model, c)) < started.index((side, model, name))
+    assert all(r.result.latency is not None and len(r.result.latency.process_sizes) == timing
+               for rs in runs.values() for r in rs)
+    for _, _, name, cache, _ in FakeLauncher.caches:
+        if name.startswith("cold") and name != "cold1":
+            assert not Path(cache).exists(), f"{cache} was left behind"
+
+
+def test_a_timing_process_whose_cold_compile_failed_runs_on_the_first_ones_cache(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        out = worker_output(spec)
+        if name.endswith("-cold2"):
+            return out.model_copy(update={"ok": False, "category": Category.INFRA,
+                                          "error": "killed"})
+        return out
+
+    _fake(monkeypatch, output=output)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
+    [run] = measure([Side("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))["run"]
+    [names] = _timing_caches().values()
+    assert [names["timing1"], names["timing2"], names["timing3"]] == \
+        [names["cold1"], names["cold1"], names["cold3"]]
+    assert run.result.latency is not None and len(run.result.latency.process_sizes) == 3
+
+
+def test_unchanged_by_construction_drops_the_timing_processes_that_wait_for_a_cache(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(monkeypatch)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
+    sides = [Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)]
+    runs = measure(sides, LoopSettings(isolation="spawn", overlap=True, compile_slots=4))
+    assert not [n for _, _, n, _, _ in FakeLauncher.caches if n.startswith("timing")]
+    assert all(r.result.timing_skipped for rs in runs.values() for r in rs)
+
+
+def test_with_a_reused_cache_root_every_timing_process_runs_on_it(
+        jobs: list[Job], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(monkeypatch)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3,
+                      cache_root=tmp_path / "caches")
+    measure([Side("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))
+    [names] = _timing_caches().values()
+    assert {names[f"timing{k}"] for k in (1, 2, 3)} == {names["cold1"]}
+    assert Path(names["cold1"]).is_relative_to(tmp_path / "caches")
+
+
+def test_two_configs_of_one_model_never_share_a_cache_dir(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(monkeypatch)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=2, timing_processes=2)
+    two = [jobs[0], Job(jobs[0].suite, jobs[0].spec, Config(dynamic=True))]
+    measure([Side("run", two, opts)], LoopSettings(isolation="spawn", overlap=True,
+                                                    compile_slots=4))
+    colds = [(cache, held) for _, _, n, cache, held in FakeLauncher.caches
+             if n.startswith("cold")]
+    assert len({c for c, _ in colds}) == 4 and not any(h for _, h in colds)
