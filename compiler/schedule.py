@@ -341,14 +341,24 @@ class Loop:
         opts = st.side.opts
         return opts.measure and opts.timing_processes > 0 and opts.cache_root is None
 
+    def _keeps(self, st: _JobState, index: int) -> bool:
+        """Whether cold compile ``index``'s cache is kept: only if a timing process, a
+        follow-up's included, will run on it."""
+        s = self.settings
+        most = st.side.opts.timing_processes + (
+            s.extra_timing if s.follow_up is not None and len(self.sides) == 2 else 0)
+        return self._keeps_cold_dirs(st) and index <= most
+
     def _timing_cache(self, st: _JobState, k: int) -> int:
         """Which cold compile's cache timing process ``k`` runs on."""
         n = st.side.opts.cold_processes
         return (k - 1) % n + 1 if self._keeps_cold_dirs(st) and n > 1 else 1
 
     def _cold_dir(self, st: _JobState, index: int) -> Path:
-        """The cache dir of cold compile ``index`` > 1 (the first one's is ``st.cache_dir``)."""
-        return self._workdir(st, f"cold{index}")
+        """The cache dir of cold compile ``index`` > 1 (the first one's is ``st.cache_dir``): a
+        folder of its own, not the process's folder (``Launcher.run`` writes the spec and the
+        log there, which an empty cache must not hold)."""
+        return self._workdir(st, f"cold{index}") / "inductor-cache"
 
     def _workdir(self, st: _JobState, what: str) -> Path:
         """A folder of this (side, job) only: named for its suite, model and config, so two
@@ -499,7 +509,7 @@ class Loop:
 
         output, seconds = self.launcher.run(launch, on_phase)
         if task.kind == "cold" and task.index > 1 \
-                and not (output.ok and self._keeps_cold_dirs(st)):
+                and not (output.ok and self._keeps(st, task.index)):
             shutil.rmtree(cache_dir, ignore_errors=True)
         return task, output, seconds
 
@@ -536,7 +546,7 @@ class Loop:
                 st.outputs.trace = self._keep_trace(st)
                 self._first_cold_done(key)
             else:
-                if output.ok and self._keeps_cold_dirs(st):  # timing processes run on it
+                if output.ok and self._keeps(st, task.index):  # timing processes run on it
                     st.cold_dirs[task.index] = self._cold_dir(st, task.index)
                 self._release(st, task.index)
         elif task.kind == "timing":

@@ -250,6 +250,7 @@ class FakeLauncher:
     # (side, model, kind and index from the process's name, its cache dir and whether that dir
     # existed and held anything when the process started)
     caches: ClassVar[list[tuple[str, str, str, str, bool]]] = []
+    left: ClassVar[list[str]] = []  # cache dirs still there when the loop ended
 
     def __init__(self, isolation: str = "fork", preload: Any = (),
                  output: Any = None, raise_on: int | None = None,
@@ -262,6 +263,7 @@ class FakeLauncher:
         self.raise_on = raise_on
         FakeLauncher.launches = []
         FakeLauncher.caches = []
+        FakeLauncher.left = []
 
     def __enter__(self) -> FakeLauncher:
         return self
@@ -269,6 +271,7 @@ class FakeLauncher:
     def __exit__(self, *exc: object) -> None:
         import shutil
 
+        FakeLauncher.left = sorted(str(p) for p in self.root.rglob("inductor-cache"))
         shutil.rmtree(self.root, ignore_errors=True)
 
     def prepare(self, python: str, env: dict[str, str]) -> None:
@@ -285,6 +288,9 @@ class FakeLauncher:
     def run(self, launch: Any, on_phase: Any) -> tuple[Any, float]:
         from pathlib import Path
 
+        work = self.workdir(launch.name)  # as Launcher.run: the process's folder, its files
+        (work / "spec.json").write_text(launch.spec.model_dump_json())
+        (work / "log").write_text("")
         side = launch.name.split("-", 1)[0]
         FakeLauncher.launches.append((side, launch.spec.model, launch.spec.phase))
         cache = Path(launch.env["TORCHINDUCTOR_CACHE_DIR"])

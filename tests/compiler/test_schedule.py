@@ -460,9 +460,37 @@ def test_each_timing_process_times_the_kernels_of_its_own_cold_compile(
             assert held and started.index((side, model, c)) < started.index((side, model, name))
     assert all(r.result.latency is not None and len(r.result.latency.process_sizes) == timing
                for rs in runs.values() for r in rs)
-    for _, _, name, cache, _ in FakeLauncher.caches:
-        if name.startswith("cold") and name != "cold1":
-            assert not Path(cache).exists(), f"{cache} was left behind"
+    kept = [c for _, _, n, c, _ in FakeLauncher.caches if n.startswith("cold") and n != "cold1"]
+    assert kept if cold > 1 else not kept
+    assert not set(kept) & set(FakeLauncher.left), "a cold compile's cache was left behind"
+
+
+@pytest.mark.parametrize(("timing", "extra", "kept"), [
+    (3, 0, ["cold2", "cold3"]), (2, 0, ["cold2"]), (1, 0, []), (1, 2, ["cold2", "cold3"]),
+    (5, 0, ["cold2", "cold3", "cold4"]), (0, 3, [])])
+def test_a_cold_compiles_cache_is_kept_only_if_a_timing_process_will_run_on_it(
+        timing: int, extra: int, kept: list[str], jobs: list[Job],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four cold compiles a side: a cache that no timing process (a follow-up's included) can
+    use is removed when its compile ends; the others stay until the model is done, then go."""
+    at_done: dict[str, list[str]] = {}
+    done = schedule.Loop._done
+
+    def spy(self, st, run):  # type: ignore[no-untyped-def]
+        at_done[st.side.name] = [f"cold{k}" for k in range(2, 5)
+                                 if self._cold_dir(st, k).is_dir()]
+        done(self, st, run)
+
+    monkeypatch.setattr(schedule.Loop, "_done", spy)
+    _fake(monkeypatch)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=4, timing_processes=timing)
+    sides = [Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)]
+    measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+                                follow_up=(lambda b, h: None) if extra else None,
+                                extra_timing=extra))
+    assert at_done == {"base": kept, "head": kept}
+    later = [c for _, _, n, c, _ in FakeLauncher.caches if n.startswith("cold") and n != "cold1"]
+    assert len(later) == 6 and not set(later) & set(FakeLauncher.left)
 
 
 def test_a_timing_process_whose_cold_compile_failed_runs_on_the_first_ones_cache(
