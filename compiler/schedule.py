@@ -222,6 +222,9 @@ class Loop:
         self.results: dict[str, list[JobRun]] = {s.name: [] for s in sides}
         self._seq = itertools.count()
         self._lock = threading.Lock()
+        # removes a done model's kept cold caches off the loop's thread (a large cache takes
+        # long enough to delete to hold up the next process, and the GPU with it)
+        self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cleanup")
 
     # --- planning ------------------------------------------------------------------------
 
@@ -654,7 +657,7 @@ class Loop:
         st.done, st.result = True, run
         kept, st.cold_dirs = list(st.cold_dirs.values()), {}
         for path in kept:
-            shutil.rmtree(path, ignore_errors=True)
+            self._cleaner.submit(shutil.rmtree, path, ignore_errors=True)
         self.finished += 1
         self.results[st.side.name].append(run)
         self.on_event(Event("done", st.side.name, st.job, run=run, finished=self.finished,
@@ -723,6 +726,8 @@ class Loop:
                 for fut in running:
                     fut.cancel()
                 raise
+            finally:
+                self._cleaner.shutdown(wait=True)
         return self.results
 
 
