@@ -32,14 +32,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _phases import budget
 from _repo import branch, make_repo
 
-MEASURED = {"import", "compile", "timing", "wait_device", "wait_gpu", "memory", "save_artifact",
-            "load_artifact"}
 SCENARIOS = {"no-model-change": [], "comment-only": [], "measure-all": ["--measure-all"]}
 HEAD_OF = {"comment-only": "comment"}
 
@@ -55,21 +53,16 @@ def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str],
     wall = time.monotonic() - t0
     if proc.returncode not in (0, 1):
         raise SystemExit(f"pr failed ({proc.returncode}); its log is above")
-    phases: Counter[str] = Counter()
-    models = timed = compiled = 0
-    for side in ("base", "head"):
-        data = json.loads((out / f"{side}.json").read_text())
-        for r in data["results"]:
-            models += 1
-            timed += r.get("latency") is not None
-            compiled += r["compile"].get("cold_s") is not None
-            phases.update(r.get("harness_s") or {})
-            if r["compile"].get("import_s") and isolation == "fork":
-                phases["import"] = r["compile"]["import_s"]  # paid once per server
-    harness = sum(v for k, v in phases.items() if k not in MEASURED)
+    sides = [json.loads((out / f"{side}.json").read_text()) for side in ("base", "head")]
+    results = [r for data in sides for r in data["results"]]
+    models = len(results)
+    timed = sum(r.get("latency") is not None for r in results)
+    compiled = sum(r["compile"].get("cold_s") is not None for r in results)
+    b = budget(sides, fork=isolation == "fork")
     headline = json.loads((out / "comparison.json").read_text())["headline"]
-    return {"wall": wall, "phases": dict(phases), "harness": harness, "models": models,
-            "timed": timed, "compiled": compiled, "headline": headline}
+    return {"wall": wall, "phases": dict(b.phases), "harness": b.harness, "models": models,
+            "timed": timed, "compiled": compiled, "headline": headline, "share": b.share(),
+            "share_without_cuda": b.share(without_cuda=True)}
 
 
 def table(rows: list[tuple[str, str, dict]]) -> str:
@@ -79,12 +72,10 @@ def table(rows: list[tuple[str, str, dict]]) -> str:
             "harness process-seconds per wall second"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for scenario, isolation, r in rows:
-        total = max(sum(r["phases"].values()), 1e-9)
         cells = [scenario, isolation, f"{r['wall']:.0f}", f"{r['compiled']} of {r['models']}",
                  f"{r['timed']}",
                  *(f"{r['phases'].get(n, 0):.1f}" for n in names),
-                 f"{r['harness'] / total:.1%}",
-                 f"{(r['harness'] - r['phases'].get('cuda_context', 0.0)) / total:.1%}",
+                 f"{r['share']:.1%}", f"{r['share_without_cuda']:.1%}",
                  f"{r['harness'] / max(r['wall'], 1e-9):.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _phases import budget
 from _repo import make_repo
 
 INJECT = '''"""Models whose head commit changes by a known amount (verdict_quality.py)."""
@@ -170,10 +171,17 @@ def _colds(results: dict, model: str, side: str) -> list[float]:
     return []
 
 
-def truth(all_runs: list[dict], model: str, cold: bool) -> float | None:
+def _cold_cpus(results: dict, model: str, side: str) -> list[float]:
+    for r in results[side]["results"]:
+        if r["model"] == model:
+            return r["compile"].get("cold_cpu_samples_s") or []
+    return []
+
+
+def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False) -> float | None:
     """The change's size from every repeat's processes pooled: geometric means of process
-    medians (or cold compiles), head over base."""
-    pick = _colds if cold else _process_medians
+    medians (or cold compiles: wall, or with ``cpu`` CPU time), head over base."""
+    pick = (_cold_cpus if cpu else _colds) if cold else _process_medians
     b = [x for run in all_runs for x in pick(run, model, "base") if x > 0]
     h = [x for run in all_runs for x in pick(run, model, "head") if x > 0]
     if not b or not h:
@@ -202,11 +210,18 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float]) -> str
                 total_aa += 1
                 flagged_aa += row["verdict"] in ("regression", "improvement")
         size = truth(runs, name, cold)
-        lines.append(f"| {name} | {CHANGED.get(name, 'untouched (A/A)')} | "
-                     f"{'' if size is None else f'{size - 1:+.1%}'} | {'; '.join(verdicts)} |")
+        shown = "" if size is None else f"{size - 1:+.1%}"
+        cpu = truth(runs, name, cold, cpu=True) if cold else None
+        if cpu is not None:  # cold compiles are judged on wall and CPU time together
+            shown += f" wall, {cpu - 1:+.1%} CPU"
+        lines.append(f"| {name} | {CHANGED.get(name, 'untouched (A/A)')} | {shown} | "
+                     f"{'; '.join(verdicts)} |")
     lines += ["", f"A/A: {flagged_aa} of {total_aa} model-repeats flagged "
                   f"(regression or improvement); injected: {found} of {total} found.",
               f"pr wall time per repeat: {', '.join(f'{w:.0f} s' for w in walls)}."]
+    for i, run in enumerate(runs, 1):
+        fork = (run["base"].get("settings") or {}).get("isolation", "fork") == "fork"
+        lines.append(f"Repeat {i}: {budget([run['base'], run['head']], fork).line()}.")
     return "\n".join(lines)
 
 
