@@ -34,7 +34,6 @@ import heapq
 import itertools
 import os
 import shutil
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -221,7 +220,6 @@ class Loop:
         self.finished = 0
         self.results: dict[str, list[JobRun]] = {s.name: [] for s in sides}
         self._seq = itertools.count()
-        self._lock = threading.Lock()
         # removes a done model's kept cold caches off the loop's thread (a large cache takes
         # long enough to delete to hold up the next process, and the GPU with it)
         self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cleanup")
@@ -338,24 +336,21 @@ class Loop:
         elif opts.warm_cache is not None:
             self._push(st, "warm_start", 1)
 
-    def _keeps_cold_dirs(self, st: _JobState) -> bool:
-        """Whether timing processes run on the caches of cold compiles 2.. (not with a reused
-        cache root, whose compiles are not cold)."""
-        opts = st.side.opts
-        return opts.measure and opts.timing_processes > 0 and opts.cache_root is None
-
     def _keeps(self, st: _JobState, index: int) -> bool:
-        """Whether cold compile ``index``'s cache is kept: only if a timing process, a
-        follow-up's included, will run on it."""
-        s = self.settings
-        most = st.side.opts.timing_processes + (
+        """Whether cold compile ``index``'s cache is kept for timing processes: only if one (a
+        follow-up's included) will run on it, and not with a reused cache root, whose
+        compiles are not cold."""
+        opts, s = st.side.opts, self.settings
+        most = opts.timing_processes + (
             s.extra_timing if s.follow_up is not None and len(self.sides) == 2 else 0)
-        return self._keeps_cold_dirs(st) and index <= most
+        return opts.measure and opts.timing_processes > 0 and opts.cache_root is None \
+            and index <= most
 
     def _timing_cache(self, st: _JobState, k: int) -> int:
-        """Which cold compile's cache timing process ``k`` runs on."""
-        n = st.side.opts.cold_processes
-        return (k - 1) % n + 1 if self._keeps_cold_dirs(st) and n > 1 else 1
+        """Which cold compile's cache timing process ``k`` runs on (``c <= k``, so a kept
+        one)."""
+        c = (k - 1) % st.side.opts.cold_processes + 1
+        return c if self._keeps(st, c) else 1
 
     def _cold_dir(self, st: _JobState, index: int) -> Path:
         """The cache dir of cold compile ``index`` > 1 (the first one's is ``st.cache_dir``): a

@@ -247,8 +247,8 @@ class FakeLauncher:
     makes each worker's output (default: ``worker_output``)."""
 
     launches: ClassVar[list[tuple[str, str, str]]] = []
-    # (side, model, kind and index from the process's name, its cache dir and whether that dir
-    # existed and held anything when the process started)
+    # (side, model, kind and index from the process's name, its cache dir, and whether that dir
+    # was already used: it existed and held anything when the process started)
     caches: ClassVar[list[tuple[str, str, str, str, bool]]] = []
     left: ClassVar[list[str]] = []  # cache dirs still there when the loop ended
 

@@ -452,12 +452,12 @@ def test_each_timing_process_times_the_kernels_of_its_own_cold_compile(
             [names[c] for c in expected], (side, model)
         assert len({names[f"cold{i}"] for i in range(1, cold + 1)}) == cold
     started = [(s, m, n) for s, m, n, _, _ in FakeLauncher.caches]
-    for side, model, name, _, held in FakeLauncher.caches:
+    for side, model, name, _, used in FakeLauncher.caches:
         if name.startswith("cold"):
-            assert not held, f"{side} {model} {name} started on a used cache dir"
+            assert not used, f"{side} {model} {name} started on a used cache dir"
         else:  # a timing process starts on a compiled cache, after the compile that made it
             c = expected[int(name.removeprefix("timing")) - 1]
-            assert held and started.index((side, model, c)) < started.index((side, model, name))
+            assert used and started.index((side, model, c)) < started.index((side, model, name))
     assert all(r.result.latency is not None and len(r.result.latency.process_sizes) == timing
                for rs in runs.values() for r in rs)
     kept = [c for _, _, n, c, _ in FakeLauncher.caches if n.startswith("cold") and n != "cold1"]
@@ -539,6 +539,6 @@ def test_two_configs_of_one_model_never_share_a_cache_dir(
     two = [jobs[0], Job(jobs[0].suite, jobs[0].spec, Config(dynamic=True))]
     measure([Side("run", two, opts)], LoopSettings(isolation="spawn", overlap=True,
                                                     compile_slots=4))
-    colds = [(cache, held) for _, _, n, cache, held in FakeLauncher.caches
+    colds = [(cache, used) for _, _, n, cache, used in FakeLauncher.caches
              if n.startswith("cold")]
-    assert len({c for c, _ in colds}) == 4 and not any(h for _, h in colds)
+    assert len({c for c, _ in colds}) == 4 and not any(u for _, u in colds)
