@@ -164,6 +164,24 @@ def _process_medians(results: dict, model: str, side: str) -> list[float]:
     return []
 
 
+def _referenced_medians(results: dict, model: str, side: str) -> list[float]:
+    """Per process that timed base's eager model beside its own: the median of compiled over
+    that reference by round (the host's speed cancels)."""
+    for r in results[side]["results"]:
+        if r["model"] == model and r.get("latency"):
+            lat, at, ref_at, out = r["latency"], 0, 0, []
+            sizes = lat["process_sizes"] or [len(lat["compiled_us"])]
+            refs = lat.get("reference_sizes") or [0] * len(sizes)
+            for n, k in zip(sizes, refs, strict=False):
+                comp, ref = lat["compiled_us"][at:at + n], lat["reference_us"][ref_at:ref_at + k]
+                if k:
+                    out.append(statistics.median(
+                        [c / x for c, x in zip(comp, ref, strict=False) if x > 0]))
+                at, ref_at = at + n, ref_at + k
+            return out
+    return []
+
+
 def _colds(results: dict, model: str, side: str) -> list[float]:
     for r in results[side]["results"]:
         if r["model"] == model:
@@ -178,10 +196,13 @@ def _cold_cpus(results: dict, model: str, side: str) -> list[float]:
     return []
 
 
-def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False) -> float | None:
+def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False,
+          referenced: bool = False) -> float | None:
     """The change's size from every repeat's processes pooled: geometric means of process
-    medians (or cold compiles: wall, or with ``cpu`` CPU time), head over base."""
-    pick = (_cold_cpus if cpu else _colds) if cold else _process_medians
+    medians (or cold compiles: wall, or with ``cpu`` CPU time; or, ``referenced``, compiled
+    over base's eager model in the same rounds), head over base."""
+    pick = (_cold_cpus if cpu else _colds) if cold else (
+        _referenced_medians if referenced else _process_medians)
     b = [x for run in all_runs for x in pick(run, model, "base") if x > 0]
     h = [x for run in all_runs for x in pick(run, model, "head") if x > 0]
     if not b or not h:
@@ -214,6 +235,9 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float]) -> str
         cpu = truth(runs, name, cold, cpu=True) if cold else None
         if cpu is not None:  # cold compiles are judged on wall and CPU time together
             shown += f" wall, {cpu - 1:+.1%} CPU"
+        ref = None if cold else truth(runs, name, cold, referenced=True)
+        if ref is not None:  # launch-bound models are judged over base's eager model
+            shown += f" ({ref - 1:+.1%} over base's eager)"
         lines.append(f"| {name} | {CHANGED.get(name, 'untouched (A/A)')} | {shown} | "
                      f"{'; '.join(verdicts)} |")
     lines += ["", f"A/A: {flagged_aa} of {total_aa} model-repeats flagged "

@@ -84,6 +84,9 @@ def _latency(outs: Sequence[WorkerOutput]) -> tuple[dict[str, Any] | None, dict[
         "launch_bound": None if host is None else host >= LAUNCH_BOUND,
         "pinned_cpus": sorted({c for lat in lats for c in lat.cpus}),
     }
+    if any(lat.reference_us for lat in lats):
+        latency["reference_us"] = [x for lat in lats for x in lat.reference_us]
+        latency["reference_sizes"] = [len(lat.reference_us) for lat in lats]
     return latency, _interval(speed)
 
 

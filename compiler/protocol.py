@@ -62,6 +62,9 @@ class WorkerSpec(_Frozen):
     # one runs (``compiler/quiet.py``)
     device_lock: str | None = None
     gpu_warmup_s: float = Field(0.0, ge=0)
+    # timing: also time this suite's eager model of the same name in every round, the host's
+    # witness that both sides' processes share (the first side's suite; this one's own: reuse)
+    reference_suite: str | None = None
     watch_root: str | None = None  # scan: record what is read under this folder (a checkout)
     home_root: str | None = None  # scan: and count what is read under this one (the user's)
     out: str
@@ -89,6 +92,7 @@ class LatencySample(_Frozen):
     compiled_us: Floats
     host_fraction: float | None = Field(None, ge=0)
     cpus: tuple[int, ...] = ()
+    reference_us: Floats = Field(default_factory=list)  # the reference's blocks, by round
 
 
 class SavedArtifact(_Frozen):

@@ -198,6 +198,9 @@ class _JobState:
     done: bool = False
     result: JobRun | None = None
     followed_up: bool = False  # asked once whether more timing processes would settle it
+    # timing processes also time the first side's eager model (None: not decided yet)
+    reference: str | None = None
+    reference_decided: bool = False
     cold_dirs: dict[int, Path] = field(default_factory=dict)  # kept caches of cold compiles 2..
     held: dict[int, list[int]] = field(default_factory=dict)  # cold index -> timing waiting on it
 
@@ -478,8 +481,35 @@ class Loop:
             gpu_warmup_s=opts.gpu_warmup_s if times else 0.0,
             watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
             home_root=str(opts.home_root) if scan and opts.home_root else None,
+            reference_suite=self._reference(st) if kind == "timing" else None,
             out="", status_file="")
         return spec, cache_dir
+
+    def _reference(self, st: _JobState) -> str | None:
+        """The suite whose eager model a timing process also times: the first side's, for a
+        GPU model whose graph or inputs differ between two sides run in one environment.
+        Launch-bound models run up to 1.6x slower in one process than another on the H200,
+        eager and compiled alike, so their compiled time is judged over a model that is the
+        same code on both sides, timed in the same rounds; their own eager moved with the
+        change. Decided once, when both sides' first cold compiles are in (not yet: none)."""
+        if st.reference_decided:
+            return st.reference
+        names = list(self.sides)
+        if len(names) != 2 or st.job.config.device != "cuda" \
+                or not self.settings.same_environment:
+            st.reference_decided = True
+            return None
+        pair = [self.states.get((name, ident(st.job))) for name in names]
+        colds = [o.outputs.cold[0] if o is not None and o.outputs.cold else None for o in pair]
+        if any(c is None for c in colds):
+            return None  # the partner's first cold compile is not in yet: not this time
+        first = pair[0]
+        assert first is not None and colds[0] is not None and colds[1] is not None
+        if colds[0].ok and colds[1].ok and not unchanged.same_model(colds[0].cache.fx,
+                                                                    colds[1].cache.fx):
+            st.reference = first.job.suite.source
+        st.reference_decided = True
+        return st.reference
 
     def _compile_cpus(self, opts: RunOptions) -> tuple[int, ...]:
         """Compiles beside a pinned timing process keep off its cores and their SMT

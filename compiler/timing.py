@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 WARMUP_BLOCKS = 2
@@ -30,6 +30,7 @@ class Timed:
     calls_per_block: int
     timer: str
     host_fraction: float | None = None  # median launch time / GPU time of compiled blocks
+    reference_us: list[float] = field(default_factory=list)  # the reference, by round
 
 
 # time k calls of fn: (seconds on the device's clock, seconds the host spent launching them)
@@ -94,23 +95,27 @@ def calls_per_block(one_call_s: float, block_ms: float) -> int:
 
 
 def measure(eager: Callable[[], Any], compiled: Callable[[], Any], device: str, rounds: int,
-            block_ms: float) -> Timed:
-    """Interleaved block timing of two zero-argument callables."""
+            block_ms: float, reference: Callable[[], Any] | None = None) -> Timed:
+    """Interleaved block timing of two zero-argument callables (three with ``reference``)."""
     timer, time_block = _block_timer(device)
-    one = max(time_block(eager, 1)[0], time_block(compiled, 1)[0])
+    fns = [eager, compiled] + ([reference] if reference is not None else [])
+    one = max(time_block(fn, 1)[0] for fn in fns)
     k = calls_per_block(one, block_ms)
     for _ in range(WARMUP_BLOCKS):
-        time_block(eager, k)
-        time_block(compiled, k)
+        for fn in fns:
+            time_block(fn, k)
     eager_us: list[float] = []
     compiled_us: list[float] = []
+    reference_us: list[float] = []
     fractions: list[float] = []
+    order = [(eager, eager_us), (compiled, compiled_us)]
+    if reference is not None:
+        order.append((reference, reference_us))
     for r in range(rounds):
-        order = ((eager, eager_us), (compiled, compiled_us))
         for fn, out in order if r % 2 == 0 else order[::-1]:
             took, host = time_block(fn, k)
             out.append(took / k * 1e6)
             if fn is compiled and took > 0:
                 fractions.append(host / took)
     host_fraction = statistics.median(fractions) if fractions and timer == "cuda_event" else None
-    return Timed(eager_us, compiled_us, k, timer, host_fraction)
+    return Timed(eager_us, compiled_us, k, timer, host_fraction, reference_us)

@@ -199,7 +199,7 @@ GpuSection = Callable[[], contextlib.AbstractContextManager[Any]]
 class Model:
     """The model built for this process: callable, inputs, the shape sweep, its spec."""
 
-    def __init__(self, spec: WorkerSpec) -> None:
+    def __init__(self, spec: WorkerSpec, suite: str | None = None) -> None:
         import torch
 
         # the suite (the user's code) is imported in the process that builds its model only
@@ -208,7 +208,7 @@ class Model:
 
         cfg = spec.config
         self.device, self.dtype = cfg.device, cfg.dtype
-        self.mspec = load_suite(spec.suite).models[spec.model]
+        self.mspec = load_suite(suite or spec.suite).models[spec.model]
         ctx = BuildContext(device=cfg.device, dtype=cfg.dtype, large=spec.large)
         torch.manual_seed(0)
         try:
@@ -228,6 +228,30 @@ class Model:
     def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any:
         with _precision(self.device, self.dtype):
             return fn(*(self.inputs if args is None else args))
+
+
+def reference_model(spec: WorkerSpec, notes: list[str]) -> Model | None:
+    """The other side's model of the same name, built from its own checkout's suite, to time
+    eagerly beside this one's (``spec.reference_suite``). Built before this side's own suite is
+    imported, and the modules it brought from its checkout are forgotten after, so that this
+    side's suite imports its own sibling helpers, not the other side's of the same name. None
+    (and a note) where it cannot be built: the process still times its own model."""
+    src = spec.reference_suite
+    if not src or src == spec.suite:
+        return None
+    folder = Path(src).parent.resolve()
+    before = set(sys.modules)
+    try:
+        return Model(spec, suite=src)
+    except Exception as e:  # the other side may not have the model, or fail to build it
+        notes.append(f"no reference: the first side's {spec.model} did not build "
+                     f"({type(e).__name__}: {str(e)[:200]})")
+        return None
+    finally:
+        for name in set(sys.modules) - before:
+            file = getattr(sys.modules[name], "__file__", None)
+            if file and Path(file).resolve().is_relative_to(folder):
+                del sys.modules[name]
 
 
 def run_eager(m: Model, check: bool = True) -> tuple[Any, bool]:
@@ -296,19 +320,25 @@ def measure_memory(m: Model, compiled: Any) -> Memory:
                   compiled_peak_bytes=peak_memory(lambda: m.call(compiled), m.device))
 
 
-def measure_latency(m: Model, compiled: Any, spec: WorkerSpec, idle_s: float | None = None
-                    ) -> LatencySample:
+def measure_latency(m: Model, compiled: Any, spec: WorkerSpec, idle_s: float | None = None,
+                    reference: Model | None = None) -> LatencySample:
+    """Steady state of eager and compiled; with a reference suite, also the reference model's
+    eager (the other side's model; this one's own where the suite is this side's own)."""
     timing.warm_up(lambda: m.call(compiled), m.device, timing.warmup_s(spec.gpu_warmup_s, idle_s))
+    own = spec.reference_suite is not None and spec.reference_suite == spec.suite
+    witness = m if own else reference
+    ref = None if witness is None else (lambda: witness.call(witness.fn))
     gc.collect()
     gc.disable()  # as timeit does: a collection inside a block is not the model's time
     try:
         timed = timing.measure(lambda: m.call(m.fn), lambda: m.call(compiled), m.device,
-                               spec.rounds, spec.block_ms)
+                               spec.rounds, spec.block_ms, reference=ref)
     finally:
         gc.enable()
     return LatencySample(timer=timed.timer, calls_per_block=timed.calls_per_block,
                          eager_us=timed.eager_us, compiled_us=timed.compiled_us,
-                         host_fraction=timed.host_fraction, cpus=spec.pin_cpus)
+                         host_fraction=timed.host_fraction, cpus=spec.pin_cpus,
+                         reference_us=timed.reference_us)
 
 
 def _save_artifact(path: str) -> SavedArtifact:
@@ -396,9 +426,12 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
                                "have run beside another model's timing")
     cuda_context(spec, h, gpu)
     with h.phase("build"), gpu():
+        ref = reference_model(spec, probe.notes) if spec.time_steady_state else None
         m = Model(spec)
     with h.phase("eager"), gpu():
         eager_out, det = run_eager(m, check=spec.check_accuracy)
+        if ref is not None:
+            run_eager(ref, check=False)
     result: dict[str, Any] = {}
     if spec.load_artifact:
         with h.phase("load_artifact"):
@@ -426,7 +459,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
                 result["memory"] = measure_memory(m, compiled)
         if spec.time_steady_state:
             with h.phase("timing"):
-                result["latency"] = measure_latency(m, compiled, spec, idle_s)
+                result["latency"] = measure_latency(m, compiled, spec, idle_s, ref)
     return result
 
 

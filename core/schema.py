@@ -192,6 +192,25 @@ class Latency(_Model):
     host_fraction: float | None = Field(None, ge=0)
     launch_bound: bool | None = None
     pinned_cpus: list[Count32] = Field(default_factory=list, max_length=1024)
+    # the reference (the first side's eager model, timed as a third block of each round where
+    # a launch-bound model's follow-up processes asked for it): samples of the processes that
+    # timed one, stored like the others; per process, how many (0: that process timed none)
+    reference_us: Samples = Field(default_factory=list)
+    reference_sizes: list[Count32] = Field(default_factory=list, max_length=1024)
+
+    @model_validator(mode="after")
+    def _references_fit(self) -> Latency:
+        # a hostile file must not pair one process's compiled rounds with another's reference
+        if sum(self.reference_sizes) != len(self.reference_us):
+            raise ValueError(f"reference_sizes add up to {sum(self.reference_sizes)}, but "
+                             f"reference_us holds {len(self.reference_us)} samples")
+        sizes = [len(c) for _, c in self.per_process()]
+        if self.reference_sizes and (len(self.reference_sizes) != len(sizes) or any(
+                n and n != size for n, size in zip(self.reference_sizes, sizes, strict=False))):
+            raise ValueError("reference_sizes: each process times its reference in every round "
+                             f"or not at all; got {self.reference_sizes} for processes of "
+                             f"{sizes} rounds")
+        return self
 
     def per_process(self) -> list[tuple[list[float], list[float]]]:
         """(eager, compiled) samples of each timing process."""
@@ -206,6 +225,17 @@ class Latency(_Model):
         """Per process, compiled over eager of the same round: the host's speed cancels."""
         return [[c / e for e, c in zip(eager, comp, strict=False) if e > 0]
                 for eager, comp in self.per_process()]
+
+    def referenced_per_process(self) -> list[list[float]]:
+        """Per process that timed the reference, compiled over the reference of the same round:
+        the host's speed cancels, and the reference is the same model on both sides."""
+        out, at = [], 0
+        for (_, comp), n in zip(self.per_process(), self.reference_sizes, strict=False):
+            ref = self.reference_us[at:at + n]
+            at += n
+            if n:
+                out.append([c / r for c, r in zip(comp, ref, strict=False) if r > 0])
+        return out
 
 
 def _equal_sizes(n: int, parts: int) -> list[int]:

@@ -99,13 +99,18 @@ def model_result(
     cold_spread: float = 0.05,
     launch_bound: bool | None = None,
     host_speed: float = 1.0,
+    reference_us: float | None = None,
+    referenced: int = 0,
+    reference_spread: float = 0.0,
 ) -> ModelResult:
     """One result; a non-OK category gives a result without timings, as the harness writes.
 
     ``graphs`` gives one compiled graph (FX and AOT key) per dict of components; by default one
     graph with ``components``. ``processes`` timing processes of ``n`` samples each; each
     process's host state shifts all its samples, eager and compiled alike, by a factor drawn with
-    ``process_spread`` (times ``host_speed``): the noise that lives between processes.
+    ``process_spread`` (times ``host_speed``): the noise that lives between processes. The
+    last ``referenced`` processes also time a reference (``reference_us``, the first side's
+    eager model), shifted by the same host state and ``reference_spread`` of its own.
     """
     rng = random.Random(f"{model}-{seed}")
     status = STATUS_OF[category]
@@ -115,10 +120,14 @@ def model_result(
         return ModelResult(**base)
     eager: list[float] = []
     compiled: list[float] = []
-    for _ in range(processes):
+    reference: list[float] = []
+    for p in range(processes):
         shift = host_speed * ((1 + rng.gauss(0, process_spread)) if process_spread else 1)
         eager += samples(eager_us * shift, n, rng, spread)
         compiled += samples(compiled_us * shift, n, rng, spread)
+        if p >= processes - referenced:
+            own = 1 + rng.gauss(0, reference_spread) if reference_spread else 1
+            reference += samples((reference_us or eager_us) * shift * own, n, rng, spread)
     colds = [cold_s * (1 + rng.gauss(0, cold_spread)) for _ in range(cold_processes)]
     ratios = sorted(e / c for e, c in zip(eager, compiled, strict=True))
     mid = ratios[len(ratios) // 2]
@@ -132,6 +141,9 @@ def model_result(
             eager_median_us=sorted(eager)[len(eager) // 2],
             compiled_median_us=sorted(compiled)[len(compiled) // 2],
             processes=processes, process_sizes=[n] * processes, launch_bound=launch_bound,
+            reference_us=reference,
+            reference_sizes=[n if p >= processes - referenced else 0 for p in range(processes)]
+            if referenced else [],
         ),
         compile=Compile(cold_s=sorted(colds)[len(colds) // 2],
                         cold_samples_s=colds if cold_processes > 1 else [],
@@ -209,7 +221,7 @@ def megacache(entries: dict[str, list[tuple[str, bytes]]]) -> bytes:
 
 def worker_output(spec: Any, *, seed: int = 0, compiled_us: float = 50.0,
                   eager_us: float = 100.0, cold_s: float = 2.0, warm_s: float = 0.5,
-                  fx_key: str | None = None) -> Any:
+                  fx_key: str | None = None, components: dict[str, str] | None = None) -> Any:
     """What a worker would write for ``spec``, without compiling: for tests of the loop."""
     from compilewatch.compiler.protocol import (
         CacheLookups,
@@ -225,14 +237,17 @@ def worker_output(spec: Any, *, seed: int = 0, compiled_us: float = 50.0,
     if spec.time_steady_state:
         latency = LatencySample(timer="perf_counter", calls_per_block=10,
                                 eager_us=samples(eager_us, spec.rounds, rng, 0.01),
-                                compiled_us=samples(compiled_us, spec.rounds, rng, 0.01))
+                                compiled_us=samples(compiled_us, spec.rounds, rng, 0.01),
+                                reference_us=samples(eager_us, spec.rounds, rng, 0.01)
+                                if spec.reference_suite else [])
+    parts = components or BASE_COMPONENTS
     return WorkerOutput(
         ok=True, phase=spec.phase,
         compile=CompileSample(wall_s=(cold_s if cold else warm_s) * (1 + rng.gauss(0, 0.02)),
                               cpu_s=cold_s, frames=1, graphs=1),
-        cache=CacheLookups(fx=[CacheKey(key=key, components=BASE_COMPONENTS,
+        cache=CacheLookups(fx=[CacheKey(key=key, components=parts,
                                         state="miss" if cold else "hit", phase=spec.phase)],
-                           aot=[CacheKey(key="a" + key, components=BASE_COMPONENTS,
+                           aot=[CacheKey(key="a" + key, components=parts,
                                          state="miss" if cold else "hit", phase=spec.phase)]),
         counters=CacheCounters(fx_miss=1, aot_miss=1) if cold else CacheCounters(fx_hit=1,
                                                                                  aot_hit=1),

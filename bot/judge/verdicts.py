@@ -28,6 +28,7 @@ from compilewatch.bot.judge.comparison import (
 )
 from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
+from compilewatch.compiler import unchanged
 from compilewatch.core import estimates
 from compilewatch.core.errors import RegressionFound
 from compilewatch.core.estimates import Estimate, Prior, geomean
@@ -92,16 +93,8 @@ class Judging:
 
 
 def _model_unchanged(b: ModelResult, h: ModelResult) -> bool:
-    """The model itself is the same on both sides: its graph and inputs (the ``gm`` and
-    ``example_inputs`` components of every cold FX key) are equal. A change is then on the
-    compiler's side, and eager, untouched by it, can witness the host."""
-    def parts(r: ModelResult) -> list[dict[str, str]]:
-        return [{k: v for k, v in key.components.items()
-                 if k == "gm" or k.startswith("example_inputs")}
-                for key in r.cache.fx if key.phase == "cold"]
-
-    pb, ph = parts(b), parts(h)
-    return bool(pb) and pb == ph and all(pb)
+    """The model itself is the same on both sides (``unchanged.same_model``)."""
+    return unchanged.same_model(b.cache.fx, h.cache.fx)
 
 
 def _timings(b: ModelResult, h: ModelResult, judge: Judging
@@ -111,7 +104,9 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     Compiled time is judged on processes: each timing process's median, the interval from their
     spread (``core/estimates.py``). Where the model is unchanged and launch-bound, per-process
     compiled/eager ratios are judged instead, since eager then moves only with the host; where
-    the model changed, eager moved because of the change and is never used.
+    the model changed, its own eager moved because of the change and is never used, but the
+    processes that also timed base's eager model (the same code on both sides: follow-ups of
+    a launch-bound model) are judged on compiled over that reference.
     """
     bl, hl = b.latency, h.latency
     if bl is None or hl is None or not bl.compiled_us or not hl.compiled_us:
@@ -122,10 +117,17 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     groups_b = [c for _, c in bl.per_process()]
     groups_h = [c for _, c in hl.per_process()]
     method, note, metric = "processes", None, "compiled_time"
+    refs_b, refs_h = bl.referenced_per_process(), hl.referenced_per_process()
     if launch_bound and _model_unchanged(b, h):
         groups_b, groups_h = bl.normalised_per_process(), hl.normalised_per_process()
         method, metric = "processes, eager-normalised", "compiled_time_normalised"
         note = ("launch-bound and the model is unchanged: judged on compiled/eager per round, "
+                "which the host's speed cancels out of")
+    elif launch_bound and min(len(refs_b), len(refs_h)) >= 2:
+        groups_b, groups_h = refs_b, refs_h
+        method, metric = "processes, base-eager-normalised", "compiled_time_normalised"
+        note = (f"launch-bound and the model changed: judged on compiled time over base's eager "
+                f"model timed in the same rounds ({len(refs_b)} and {len(refs_h)} processes), "
                 "which the host's speed cancels out of")
     prior, calibrated = judge.prior(metric)
     if min(len(groups_b), len(groups_h)) == 1 and not calibrated:

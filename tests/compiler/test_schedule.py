@@ -542,3 +542,50 @@ def test_two_configs_of_one_model_never_share_a_cache_dir(
     colds = [(cache, used) for _, _, n, cache, used in FakeLauncher.caches
              if n.startswith("cold")]
     assert len({c for c, _ in colds}) == 4 and not any(u for _, u in colds)
+
+
+@pytest.mark.parametrize("case", ["gpu", "cpu", "other-environment", "one-side"])
+def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
+        case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model b's graph differs on head (its ``gm`` component), model a's only in a compiler
+    key: on a GPU with two sides in one environment, every timing process of b, on both
+    sides, is told to time base's eager model of b as well (the host's witness its own eager
+    cannot be), and the result keeps those samples per process; a's processes are not, nor any
+    on a CPU, across environments or with one side."""
+    from tests.factories import BASE_COMPONENTS
+
+    path = tmp_path / "loop_suite.py"
+    path.write_text(SUITE)
+    suite = load_suite(str(path))
+    config = Config(device="cpu" if case == "cpu" else "cuda")
+    gpu_jobs = [Job(suite, suite.models[m], config) for m in ("a", "b")]
+    seen: list[tuple[str, str, str | None]] = []
+
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        head = name.startswith("head")
+        if spec.phase == "warm":
+            seen.append((name.split("-")[0], spec.model, spec.reference_suite))
+        if spec.model == "b" and head:
+            return worker_output(spec, fx_key="fbchanged",
+                                 components={**BASE_COMPONENTS, "gm": "gmotherxxxxxxxxx"})
+        return worker_output(spec, fx_key="fachanged" if head else None)
+
+    _fake(monkeypatch, output=output)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=2, timing_processes=3)
+    sides = [Side("base", gpu_jobs, opts), Side("head", gpu_jobs, opts)]
+    if case == "one-side":
+        sides = sides[:1]
+    runs = measure(sides, LoopSettings(isolation="spawn", compile_slots=2, overlap=True,
+                                       same_environment=case != "other-environment"))
+    refs = {(side, model): {r for s, m, r in seen if (s, m) == (side, model)}
+            for side, model, _ in seen}
+    b = runs[sides[-1].name][1].result.latency
+    assert b is not None
+    if case == "gpu":
+        assert refs == {("base", "a"): {None}, ("head", "a"): {None},
+                        ("base", "b"): {suite.source}, ("head", "b"): {suite.source}}
+        assert b.reference_sizes == [3, 3, 3] and len(b.reference_us) == 9
+        assert len(b.referenced_per_process()) == 3
+    else:
+        assert {r for s, m, r in seen} == {None}
+        assert b.reference_sizes == [] and b.referenced_per_process() == []

@@ -45,3 +45,24 @@ def test_a_device_busy_a_moment_ago_needs_only_a_short_warm_up():
     assert warmup_s(0.5, 30.0) == 0.5  # idle: clocks are down
     assert warmup_s(0.5, 0.01) == 0.1
     assert warmup_s(0.0, 0.01) == 0.0  # a CPU run has none at all
+
+
+def test_a_reference_is_timed_as_a_third_block_of_every_round_in_alternating_order():
+    seen: list[str] = []
+
+    def fn(name: str, seconds: float):
+        def call() -> None:
+            seen.append(name)
+            time.sleep(seconds)
+        return call
+
+    t = timing.measure(fn("e", 0.002), fn("c", 0.0), "cpu", rounds=4, block_ms=1.0,
+                       reference=fn("r", 0.02))
+    assert len(t.reference_us) == len(t.eager_us) == len(t.compiled_us) == 4
+    assert min(t.reference_us) >= 20_000 > max(t.compiled_us)
+    # one call a block (the reference sets k); after the calibration and warm-up blocks, the
+    # rounds go e, c, r then r, c, e: each block sits first as often as last
+    rounds = "".join(seen[-12:])
+    assert rounds == "ecr" "rce" "ecr" "rce"
+    assert timing.measure(lambda: None, lambda: None, "cpu", rounds=2,
+                          block_ms=1.0).reference_us == []

@@ -342,3 +342,37 @@ def test_spread_is_the_noise_the_interval_pools() -> None:
     assert est is not None and base is not None and head is not None
     assert est.sd == pytest.approx(math.sqrt((base.sd ** 2 + head.sd ** 2) / 2))
     assert spread([[1.0]]) is None and spread([[], [2.0]]) is None  # fewer than two processes
+
+
+# A launch-bound model on the H200: whole processes run up to 1.6x slower on the host side
+# (docs/verdict-quality.md), eager, compiled and any other model in the process alike; compiled
+# over eager of one process still moves by 3% (linear32's calibrated band).
+HOST_BOUND = {"processes": 6, "process_spread": 0.25, "spread": 0.02, "launch_bound": True,
+              "reference_spread": 0.03}
+CHANGED = {"gm": "gmhash0000000000", "example_inputs[0]": "longer0000000000"}
+
+
+@pytest.mark.parametrize(("change", "referenced", "most", "least"), [
+    (1.10, 6, 100, 90),   # +10%, every process a side referenced (3 + 3 follow-ups): found
+    (1.00, 6, 0, 0),      # no change in speed (the model changed, its time did not)
+    (0.90, 6, 0, 0),      # -10%: never a regression...
+    (1.10, 0, 30, 0),     # ...and without the reference the host's spread hides +10%
+])
+def test_a_changed_launch_bound_model_is_judged_against_base_eager_in_the_same_rounds(
+        change: float, referenced: int, most: int, least: int) -> None:
+    """The model changed, so its own eager moved with the change and cannot witness the host;
+    base's eager model, timed in the same rounds on both sides, can: the host's 25% spread
+    between processes cancels, a 10% change is found and an equal time is not flagged."""
+    base = [model_result(f"m{i}", seed=100 + i, eager_us=50, compiled_us=50, reference_us=50,
+                         referenced=referenced, **HOST_BOUND) for i in range(100)]
+    head = [model_result(f"m{i}", seed=300 + i, eager_us=50 * change, compiled_us=50 * change,
+                         reference_us=50, referenced=referenced, components=CHANGED,
+                         **HOST_BOUND) for i in range(100)]
+    rows = compare(run_results(base), run_results(head)).rows
+    found = [r.compiled_time.verdict for r in rows].count(Verdict.REGRESSION)
+    assert least <= found <= most
+    if referenced:
+        assert {r.compiled_time.method for r in rows} == {"processes, base-eager-normalised"}
+        assert "6 and 6 processes" in (rows[0].compiled_time.note or "")
+    if change == 1.00 and referenced:
+        assert [r.compiled_time.verdict for r in rows].count(Verdict.IMPROVEMENT) == 0
