@@ -134,7 +134,14 @@ CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elem
            "cold_heavy": "cold compile (twice the steps)"}
 
 
-def make_inject_repo(root: Path, suites: list[str]) -> Path:
+def make_inject_repo(root: Path, suites: list[str], inject: bool = True) -> Path:
+    """The untouched suites plus ``inject.py``, whose head commit changes it; without
+    ``inject``, the untouched suites alone and a head commit that changes a README (A/A only:
+    a repeat of ``hf`` alone fits where one with the injected models does not)."""
+    if not inject:
+        pyproject = "[tool.compilewatch]\nsuites = " + json.dumps(suites) + "\n"
+        return make_repo(root, {"pyproject.toml": pyproject, "README.md": "a\n"},
+                         {"README.md": "b\n"})
     pyproject = "[tool.compilewatch]\nsuites = " + json.dumps([*suites, "inject.py"]) + "\n"
     return make_repo(root, {"pyproject.toml": pyproject, "inject.py": INJECT.format(head=False)},
                      {"inject.py": INJECT.format(head=True)})
@@ -256,11 +263,13 @@ def main() -> None:
     ap.add_argument("--suite", action="append", default=None,
                     help="Untouched suites (default: micro, hf).")
     ap.add_argument("--out", type=Path, default=None, help="Keep each repeat's output here.")
+    ap.add_argument("--aa-only", action="store_true",
+                    help="The untouched suites alone (no injected models): A/A repeats only.")
     ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
     args = ap.parse_args()
     suites = args.suite or ["micro", "hf"]
     with tempfile.TemporaryDirectory(prefix="verdict-quality-") as tmp:
-        repo = make_inject_repo(Path(tmp), suites)
+        repo = make_inject_repo(Path(tmp), suites, inject=not args.aa_only)
         out_root = args.out or Path(tmp) / "out"
         comparisons, runs, walls = [], [], []
         for i in range(args.repeats):
