@@ -8,8 +8,9 @@ It builds a git repository whose suites are the default GPU suite (``micro``, ``
 ``inject.py``, and a head commit that changes only ``inject.py``:
 
 - model-side +5%: more work in the model (more rows, more elements, a longer sequence) for a
-  chain of bf16 matmuls, a memory-bound pointwise op and a transformer block; +10% (two more
-  layers of 20) for a launch-bound stack of tiny Linear layers;
+  chain of bf16 matmuls, a memory-bound pointwise op and a transformer block; +10% (four more
+  layers of 20: about +10% of compiled time, where two more gave +6%) for a launch-bound
+  stack of tiny Linear layers;
 - compiler-side +5%: work added to the compiled graph only (behind
   ``torch.compiler.is_compiling()``), eager untouched;
 - a cold-compile change: a chain of twice the matmul + GELU steps, each a kernel of its own,
@@ -87,7 +88,9 @@ def tblock(ctx: BuildContext):
 
 @model("launch_bound", tags=("launch-bound",))
 def launch_bound(ctx: BuildContext):
-    layers = 22 if HEAD else 20  # +10%: the launch-bound target
+    # 20 -> 22 layers gave +5.8% of compiled time on the H200 (the call's fixed cost does not
+    # grow): 24 layers for the +10% the launch-bound target asks
+    layers = 24 if HEAD else 20
     net = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(layers)])
     return net, (torch.randn(8, 32),)
 
@@ -129,7 +132,7 @@ def cold_heavy(ctx: BuildContext):
 '''
 
 CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elements)",
-           "tblock": "model +5% (sequence)", "launch_bound": "model +10% (two more layers)",
+           "tblock": "model +5% (sequence)", "launch_bound": "model +10% (four more layers)",
            "compiler_side": "compiler-side, compiled graph only",
            "cold_heavy": "cold compile (twice the steps)"}
 

@@ -239,7 +239,8 @@ def reference_model(spec: WorkerSpec, notes: list[str]) -> Model | None:
     src = spec.reference_suite
     if not src or src == spec.suite:
         return None
-    folder = Path(src).parent.resolve()
+    # a suite file's checkout folder; a suite given as a module has no folder of its own
+    folder = Path(src).parent.resolve() if src.endswith(".py") else None
     before = set(sys.modules)
     try:
         return Model(spec, suite=src)
@@ -248,7 +249,7 @@ def reference_model(spec: WorkerSpec, notes: list[str]) -> Model | None:
                      f"({type(e).__name__}: {str(e)[:200]})")
         return None
     finally:
-        for name in set(sys.modules) - before:
+        for name in set(sys.modules) - before if folder is not None else ():
             file = getattr(sys.modules[name], "__file__", None)
             if file and Path(file).resolve().is_relative_to(folder):
                 del sys.modules[name]
