@@ -184,9 +184,9 @@ def _referenced_medians(results: dict, model: str, side: str) -> list[float]:
             refs = lat.get("reference_sizes") or [0] * len(sizes)
             for n, k in zip(sizes, refs, strict=False):
                 comp, ref = lat["compiled_us"][at:at + n], lat["reference_us"][ref_at:ref_at + k]
-                if k:
-                    out.append(statistics.median(
-                        [c / x for c, x in zip(comp, ref, strict=False) if x > 0]))
+                ratios = [c / x for c, x in zip(comp, ref, strict=False) if x > 0]
+                if ratios:
+                    out.append(statistics.median(ratios))
                 at, ref_at = at + n, ref_at + k
             return out
     return []

@@ -65,6 +65,7 @@ class WorkerSpec(_Frozen):
     # timing: also time this suite's eager model of the same name in every round, the host's
     # witness that both sides' processes share (the first side's suite; this one's own: reuse)
     reference_suite: str | None = None
+    reference_root: str | None = None  # that suite's checkout: what its import brings is undone
     watch_root: str | None = None  # scan: record what is read under this folder (a checkout)
     home_root: str | None = None  # scan: and count what is read under this one (the user's)
     out: str

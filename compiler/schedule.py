@@ -409,12 +409,16 @@ class Loop:
 
     def _first_cold_done(self, key: Ident) -> None:
         """Plan the rest of a model once each side's first cold compile is in. With two sides
-        (and not ``measure_all``) a side waits for its partner's, so that nothing more is
-        spent on a model found unchanged by construction; the pair's first cold compiles run
-        side by side, so the wait is short."""
+        (and not ``measure_all``, or on a GPU) a side waits for its partner's, so that nothing
+        more is spent on a model found unchanged by construction, and so that its timing
+        processes know whether the model changed; the pair's first cold compiles run side by
+        side, so the wait is short."""
         sts = [st for s in self.sides if (st := self.states.get((s, key))) is not None
                and not st.done]
-        pairs = len(self.sides) == 2 and not self.settings.measure_all
+        # with measure_all nothing is skipped, but a GPU model's timing processes still need
+        # both sides' keys to know whether to time base's model beside their own
+        pairs = len(self.sides) == 2 and (not self.settings.measure_all or any(
+            self._may_reference(st.job) for st in sts))
         if pairs and any(not st.outputs.cold for st in sts):
             return
         for st in sts:
@@ -481,9 +485,21 @@ class Loop:
             gpu_warmup_s=opts.gpu_warmup_s if times else 0.0,
             watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
             home_root=str(opts.home_root) if scan and opts.home_root else None,
-            reference_suite=self._reference(st) if kind == "timing" else None,
+            reference_suite=(ref := self._reference(st) if kind == "timing" else None),
+            reference_root=self._reference_root() if ref else None,
             out="", status_file="")
         return spec, cache_dir
+
+    def _reference_root(self) -> str | None:
+        """The first side's checkout: what importing its suite brought from there is undone."""
+        root = next(iter(self.sides.values())).opts.watch_root
+        return str(root) if root is not None else None
+
+    def _may_reference(self, job: Job) -> bool:
+        """Whether this job's timing processes may time the first side's model beside their
+        own (``_reference`` decides, once both first cold compiles are in)."""
+        return len(self.sides) == 2 and job.config.device == "cuda" \
+            and self.settings.same_environment
 
     def _reference(self, st: _JobState) -> str | None:
         """The suite whose eager model a timing process also times: the first side's, for a
@@ -495,8 +511,7 @@ class Loop:
         if st.reference_decided:
             return st.reference
         names = list(self.sides)
-        if len(names) != 2 or st.job.config.device != "cuda" \
-                or not self.settings.same_environment:
+        if not self._may_reference(st.job):
             st.reference_decided = True
             return None
         pair = [self.states.get((name, ident(st.job))) for name in names]

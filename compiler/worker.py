@@ -230,29 +230,75 @@ class Model:
             return fn(*(self.inputs if args is None else args))
 
 
-def reference_model(spec: WorkerSpec, notes: list[str]) -> Model | None:
-    """The other side's model of the same name, built from its own checkout's suite, to time
-    eagerly beside this one's (``spec.reference_suite``). Built before this side's own suite is
-    imported, and the modules it brought from its checkout are forgotten after, so that this
-    side's suite imports its own sibling helpers, not the other side's of the same name. None
-    (and a note) where it cannot be built: the process still times its own model."""
+class Reference:
+    """The other side's model of the same name, built from its own checkout's suite, timed
+    eagerly beside this one's (``spec.reference_suite``), and the device memory it holds
+    (weights and inputs), which this process's peak-memory numbers leave out."""
+
+    def __init__(self, model: Model, held_bytes: int) -> None:
+        self.model, self.held_bytes = model, held_bytes
+
+
+def _allocated(device: str) -> int:
+    import torch
+
+    return int(torch.cuda.memory_allocated()) if device == "cuda" else 0
+
+
+def reference_model(spec: WorkerSpec, notes: list[str]) -> Reference | None:
+    """Build the reference before this side's own suite is imported; then forget the modules
+    it brought from its checkout (``spec.reference_root``, else its suite file's folder) and
+    restore the import path, so that this side's suite imports its own helpers, not the other
+    side's of the same name. What it cannot undo is global state its import set (a flag, a
+    registered op): docs/measurement.md says so. None, and a note, where it does not build:
+    the process then times its own model alone."""
     src = spec.reference_suite
     if not src or src == spec.suite:
         return None
-    # a suite file's checkout folder; a suite given as a module has no folder of its own
-    folder = Path(src).parent.resolve() if src.endswith(".py") else None
-    before = set(sys.modules)
+    root = spec.reference_root or (str(Path(src).parent) if src.endswith(".py") else None)
+    folder = Path(root).resolve() if root else None  # a module suite has no folder of its own
+    before, path = set(sys.modules), list(sys.path)
+    held = _allocated(spec.config.device)
     try:
-        return Model(spec, suite=src)
-    except Exception as e:  # the other side may not have the model, or fail to build it
-        notes.append(f"no reference: the first side's {spec.model} did not build "
+        model = Model(spec, suite=src)
+        return Reference(model, _allocated(spec.config.device) - held)
+    except Exception as e:  # the other side may fail to build it, or not have it at all
+        notes.append(f"no reference: base's {spec.model} did not build "
                      f"({type(e).__name__}: {str(e)[:200]})")
         return None
     finally:
+        sys.path[:] = path
         for name in set(sys.modules) - before if folder is not None else ():
             file = getattr(sys.modules[name], "__file__", None)
             if file and Path(file).resolve().is_relative_to(folder):
                 del sys.modules[name]
+
+
+def _drop(ref: Reference | None, notes: list[str], why: str) -> None:
+    """Free a reference that stands in the way of this side's own measurement."""
+    if ref is None:
+        return
+    notes.append(f"no reference: {why}; this process timed its own model alone")
+    ref.model = None  # type: ignore[assignment]
+    gc.collect()
+    if ref.held_bytes:
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def build(spec: WorkerSpec, notes: list[str]) -> tuple[Model, Reference | None]:
+    """This side's model, and the reference where the spec asks for one. A model that fits the
+    device alone but not beside the reference is built alone: the reference is a witness,
+    never a reason for this side to fail."""
+    ref = reference_model(spec, notes) if spec.time_steady_state else None
+    try:
+        return Model(spec), ref
+    except Failure as f:
+        if ref is None or f.category is not Category.OOM:
+            raise
+    _drop(ref, notes, "this side's model did not fit the device beside it")
+    return Model(spec), None
 
 
 def run_eager(m: Model, check: bool = True) -> tuple[Any, bool]:
@@ -314,20 +360,27 @@ def peak_memory(fn: Callable[[], Any], device: str) -> int | None:
     return int(torch.cuda.max_memory_allocated())
 
 
-def measure_memory(m: Model, compiled: Any) -> Memory:
+def measure_memory(m: Model, compiled: Any, held_bytes: int = 0) -> Memory:
+    """Peak allocated bytes of one eager and one compiled call; ``held_bytes`` (a reference
+    model's weights and inputs, allocated throughout) is not this model's and is left out."""
     if m.device != "cuda":
         return Memory(unknown_reason="peak memory is measured on cuda only")
-    return Memory(eager_peak_bytes=peak_memory(lambda: m.call(m.fn), m.device),
-                  compiled_peak_bytes=peak_memory(lambda: m.call(compiled), m.device))
+
+    def peak(fn: Callable[[], Any]) -> int | None:
+        got = peak_memory(fn, m.device)
+        return None if got is None else max(got - held_bytes, 0)
+
+    return Memory(eager_peak_bytes=peak(lambda: m.call(m.fn)),
+                  compiled_peak_bytes=peak(lambda: m.call(compiled)))
 
 
 def measure_latency(m: Model, compiled: Any, spec: WorkerSpec, idle_s: float | None = None,
-                    reference: Model | None = None) -> LatencySample:
+                    reference: Reference | None = None) -> LatencySample:
     """Steady state of eager and compiled; with a reference suite, also the reference model's
     eager (the other side's model; this one's own where the suite is this side's own)."""
     timing.warm_up(lambda: m.call(compiled), m.device, timing.warmup_s(spec.gpu_warmup_s, idle_s))
     own = spec.reference_suite is not None and spec.reference_suite == spec.suite
-    witness = m if own else reference
+    witness = m if own else (reference.model if reference is not None else None)
     ref = None if witness is None else (lambda: witness.call(witness.fn))
     gc.collect()
     gc.disable()  # as timeit does: a collection inside a block is not the model's time
@@ -427,12 +480,15 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
                                "have run beside another model's timing")
     cuda_context(spec, h, gpu)
     with h.phase("build"), gpu():
-        ref = reference_model(spec, probe.notes) if spec.time_steady_state else None
-        m = Model(spec)
+        m, ref = build(spec, probe.notes)
     with h.phase("eager"), gpu():
         eager_out, det = run_eager(m, check=spec.check_accuracy)
         if ref is not None:
-            run_eager(ref, check=False)
+            try:
+                run_eager(ref.model, check=False)
+            except Failure as f:  # base's model, not this side's: never this side's failure
+                _drop(ref, probe.notes, f"base's {spec.model} failed in eager ({f.category})")
+                ref = None
     result: dict[str, Any] = {}
     if spec.load_artifact:
         with h.phase("load_artifact"):
@@ -457,7 +513,8 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     with device(spec, h) as idle_s:
         if spec.measure_memory:
             with h.phase("memory"):
-                result["memory"] = measure_memory(m, compiled)
+                result["memory"] = measure_memory(m, compiled,
+                                                  ref.held_bytes if ref is not None else 0)
         if spec.time_steady_state:
             with h.phase("timing"):
                 result["latency"] = measure_latency(m, compiled, spec, idle_s, ref)

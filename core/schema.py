@@ -192,8 +192,8 @@ class Latency(_Model):
     host_fraction: float | None = Field(None, ge=0)
     launch_bound: bool | None = None
     pinned_cpus: list[Count32] = Field(default_factory=list, max_length=1024)
-    # the reference (the first side's eager model, timed as a third block of each round where
-    # a launch-bound model's follow-up processes asked for it): samples of the processes that
+    # the reference (base's eager model, timed as a third block of each round by the timing
+    # processes of a GPU model that changed between the sides): samples of the processes that
     # timed one, stored like the others; per process, how many (0: that process timed none)
     reference_us: Samples = Field(default_factory=list)
     reference_sizes: list[Count32] = Field(default_factory=list, max_length=1024)
@@ -233,8 +233,9 @@ class Latency(_Model):
         for (_, comp), n in zip(self.per_process(), self.reference_sizes, strict=False):
             ref = self.reference_us[at:at + n]
             at += n
-            if n:
-                out.append([c / r for c, r in zip(comp, ref, strict=False) if r > 0])
+            ratios = [c / r for c, r in zip(comp, ref, strict=False) if r > 0]
+            if ratios:  # a process whose reference read 0 throughout tells nothing
+                out.append(ratios)
         return out
 
 
@@ -540,12 +541,12 @@ def _check_counts(data: dict[str, Any]) -> None:
         latency = result.get("latency") if isinstance(result, dict) else None
         if not isinstance(latency, dict):
             continue
-        n = sum(len(v) for k in ("eager_us", "compiled_us")
+        n = sum(len(v) for k in ("eager_us", "compiled_us", "reference_us")
                 if isinstance(v := latency.get(k), list))
         if n > MAX_MODEL_SAMPLES:
             raise ResultsFileError(f"results.{i}.latency: {n} timing samples (eager_us + "
-                                   f"compiled_us) is over the limit of {MAX_MODEL_SAMPLES} per "
-                                   "result (MAX_MODEL_SAMPLES)")
+                                   f"compiled_us + reference_us) is over the limit of "
+                                   f"{MAX_MODEL_SAMPLES} per result (MAX_MODEL_SAMPLES)")
         total += n
     if total > MAX_FILE_SAMPLES:
         raise ResultsFileError(f"results: {total} timing samples is over the limit of "

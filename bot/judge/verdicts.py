@@ -105,8 +105,10 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     spread (``core/estimates.py``). Where the model is unchanged and launch-bound, per-process
     compiled/eager ratios are judged instead, since eager then moves only with the host; where
     the model changed, its own eager moved because of the change and is never used, but the
-    processes that also timed base's eager model (the same code on both sides: follow-ups of
-    a launch-bound model) are judged on compiled over that reference.
+    processes that also timed base's eager model (the same code on both sides: every timing
+    process of a GPU model that changed) are judged on compiled over that reference when the
+    model is launch-bound. Both ratios borrow the noise band of compiled/eager, which A/A
+    calibration measures: there base's eager model is the model's own.
     """
     bl, hl = b.latency, h.latency
     if bl is None or hl is None or not bl.compiled_us or not hl.compiled_us:

@@ -544,7 +544,8 @@ def test_two_configs_of_one_model_never_share_a_cache_dir(
     assert len({c for c, _ in colds}) == 4 and not any(u for _, u in colds)
 
 
-@pytest.mark.parametrize("case", ["gpu", "cpu", "other-environment", "one-side"])
+@pytest.mark.parametrize("case", ["gpu", "gpu-measure-all", "cpu", "other-environment",
+                                  "one-side"])
 def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
         case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Model b's graph differs on head (its ``gm`` component), model a's only in a compiler
@@ -552,6 +553,8 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
     sides, is told to time base's eager model of b as well (the host's witness its own eager
     cannot be), and the result keeps those samples per process; a's processes are not, nor any
     on a CPU, across environments or with one side."""
+    from dataclasses import replace
+
     from tests.factories import BASE_COMPONENTS
 
     path = tmp_path / "loop_suite.py"
@@ -563,8 +566,11 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
 
     def output(spec, name):  # type: ignore[no-untyped-def]
         head = name.startswith("head")
+        if head and spec.phase == "cold":
+            time.sleep(0.2)  # base's timing could start before head's keys are in
         if spec.phase == "warm":
-            seen.append((name.split("-")[0], spec.model, spec.reference_suite))
+            seen.append((name.split("-")[0], spec.model, spec.reference_suite,
+                         spec.reference_root))
         if spec.model == "b" and head:
             return worker_output(spec, fx_key="fbchanged",
                                  components={**BASE_COMPONENTS, "gm": "gmotherxxxxxxxxx"})
@@ -572,20 +578,24 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
 
     _fake(monkeypatch, output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=2, timing_processes=3)
-    sides = [Side("base", gpu_jobs, opts), Side("head", gpu_jobs, opts)]
+    sides = [Side("base", gpu_jobs, replace(opts, watch_root=tmp_path / "base")),
+             Side("head", gpu_jobs, replace(opts, watch_root=tmp_path / "head"))]
     if case == "one-side":
         sides = sides[:1]
     runs = measure(sides, LoopSettings(isolation="spawn", compile_slots=2, overlap=True,
-                                       same_environment=case != "other-environment"))
-    refs = {(side, model): {r for s, m, r in seen if (s, m) == (side, model)}
-            for side, model, _ in seen}
+                                       same_environment=case != "other-environment",
+                                       measure_all=case == "gpu-measure-all"))
+    refs = {(side, model): {r for s, m, r, _ in seen if (s, m) == (side, model)}
+            for side, model, _, _ in seen}
     b = runs[sides[-1].name][1].result.latency
     assert b is not None
-    if case == "gpu":
+    if case.startswith("gpu"):
         assert refs == {("base", "a"): {None}, ("head", "a"): {None},
                         ("base", "b"): {suite.source}, ("head", "b"): {suite.source}}
+        # what importing base's suite brings from base's checkout is undone after
+        assert {root for _, m, r, root in seen if r} == {str(tmp_path / "base")}
         assert b.reference_sizes == [3, 3, 3] and len(b.reference_us) == 9
         assert len(b.referenced_per_process()) == 3
     else:
-        assert {r for s, m, r in seen} == {None}
+        assert {r for s, m, r, _ in seen} == {None}
         assert b.reference_sizes == [] and b.referenced_per_process() == []

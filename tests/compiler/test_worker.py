@@ -74,7 +74,7 @@ def _checkout(root, size: int, models: str = SUITE_FILE):  # type: ignore[no-unt
     return root / "suite.py"
 
 
-def _timed(tmp, suite, reference):  # type: ignore[no-untyped-def]
+def _timed(tmp, suite, reference, root=None):  # type: ignore[no-untyped-def]
     import os
     import subprocess
     import sys
@@ -84,7 +84,8 @@ def _timed(tmp, suite, reference):  # type: ignore[no-untyped-def]
 
     spec = WorkerSpec(suite=str(suite), model="mm", config=Config(), phase="warm", large=False,
                       rounds=4, block_ms=2.0, time_steady_state=True,
-                      reference_suite=str(reference), out=str(tmp / "out.json"),
+                      reference_suite=str(reference), reference_root=root,
+                      out=str(tmp / "out.json"),
                       status_file=str(tmp / "status"))
     (tmp / "spec.json").write_text(spec.model_dump_json())
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor")}
@@ -115,4 +116,122 @@ def test_a_reference_that_does_not_build_is_a_note_and_the_process_times_its_own
     out = _timed(tmp_path, head, base)
     assert out.ok, out.error
     assert out.latency is not None and out.latency.reference_us == [] and out.latency.eager_us
-    assert any(n.startswith("no reference: the first side's mm did not build") for n in out.notes)
+    assert any(n.startswith("no reference: base's mm did not build") for n in out.notes)
+
+
+PACKAGE_SUITE = '''
+import sys
+from pathlib import Path
+
+import torch
+from compilewatch.suites import model
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # the checkout's root: its own package
+from proj.layers import SIZE
+
+SUITE_NAME = "user"
+
+
+@model(name="mm")
+def mm(ctx):
+    return (lambda x: x + 1), (torch.zeros(SIZE),)
+'''
+
+
+def _package_checkout(root, size: int):  # type: ignore[no-untyped-def]
+    (root / "proj").mkdir(parents=True)
+    (root / "proj" / "__init__.py").write_text("")
+    (root / "proj" / "layers.py").write_text(f"SIZE = {size}\n")
+    (root / "bench").mkdir()
+    (root / "bench" / "suite.py").write_text(PACKAGE_SUITE)
+    return root / "bench" / "suite.py"
+
+
+def test_what_base_suite_imported_from_its_checkout_is_forgotten_before_head_builds(
+        tmp_path, monkeypatch) -> None:
+    """Base's suite imports a package from its checkout's root, outside its own folder, and
+    puts that root on the import path: head's suite, built next, must get its own package."""
+    import sys
+
+    from compilewatch.compiler.protocol import WorkerSpec
+    from compilewatch.compiler.worker import build
+    from compilewatch.core.schema import Config
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    base = _package_checkout(tmp_path / "base", 384)
+    head = _package_checkout(tmp_path / "head", 8)
+    spec = WorkerSpec(suite=str(head), model="mm", config=Config(), phase="warm", large=False,
+                      rounds=1, block_ms=1.0, time_steady_state=True,
+                      reference_suite=str(base), reference_root=str(tmp_path / "base"),
+                      out="", status_file="")
+    notes: list[str] = []
+    m, ref = build(spec, notes)
+    assert ref is not None and ref.model.inputs[0].shape == (384,)
+    assert m.inputs[0].shape == (8,), "head built with base's package"
+    assert sys.modules["proj.layers"].__file__.startswith(str(tmp_path / "head"))
+    assert notes == []
+
+
+def test_a_model_that_does_not_fit_beside_the_reference_is_built_alone(
+        tmp_path, monkeypatch) -> None:
+    """Head's model raises an out-of-memory error while base's model is held: the process
+    drops the reference and builds its own model alone, with a note; any other failure is
+    head's own."""
+    import sys
+
+    from compilewatch.compiler import worker
+    from compilewatch.compiler.protocol import WorkerSpec
+    from compilewatch.core.schema import Category, Config
+
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    base = _checkout(tmp_path / "base", 8)
+    head = _checkout(tmp_path / "head", 8)
+    spec = WorkerSpec(suite=str(head), model="mm", config=Config(), phase="warm", large=False,
+                      rounds=1, block_ms=1.0, time_steady_state=True,
+                      reference_suite=str(base), out="", status_file="")
+    real = worker.Model
+    calls: list[str | None] = []
+
+    def model(spec, suite=None):  # type: ignore[no-untyped-def]
+        calls.append(suite)
+        if suite is None and len(calls) == 2:  # head's first build, beside the reference
+            raise worker.Failure(Category.OOM, "CUDA out of memory")
+        return real(spec, suite)
+
+    monkeypatch.setattr(worker, "Model", model)
+    notes: list[str] = []
+    m, ref = worker.build(spec, notes)
+    assert m.inputs[0].shape == (8, 8)
+    assert ref is None and calls == [str(base), None, None]
+    assert notes == ["no reference: this side's model did not fit the device beside it; this "
+                     "process timed its own model alone"]
+
+    calls.clear()
+
+    def broken(spec, suite=None):  # type: ignore[no-untyped-def]
+        calls.append(suite)
+        if suite is None:
+            raise worker.Failure(Category.BUILD_ERROR, "head's own bug")
+        return real(spec, suite)
+
+    monkeypatch.setattr(worker, "Model", broken)
+    with pytest.raises(worker.Failure) as e:
+        worker.build(spec, [])
+    assert e.value.category is Category.BUILD_ERROR and calls == [str(base), None]
+
+
+def test_peak_memory_leaves_out_what_the_reference_holds(monkeypatch) -> None:
+    from compilewatch.compiler import worker
+
+    peaks = iter([5_000, 9_000])
+    monkeypatch.setattr(worker, "peak_memory", lambda fn, device: next(peaks))
+
+    class Cuda:
+        device, fn = "cuda", None
+
+        def call(self, fn):  # type: ignore[no-untyped-def]
+            return None
+
+    mem = worker.measure_memory(Cuda(), None, held_bytes=3_000)  # type: ignore[arg-type]
+    assert (mem.eager_peak_bytes, mem.compiled_peak_bytes) == (2_000, 6_000)

@@ -177,3 +177,37 @@ def test_integers_are_bounded_by_their_column_when_built_too() -> None:
         Compile(frames=INT32_MAX + 1)
     with pytest.raises(ValidationError, match="cold_instructions"):
         Compile(cold_instructions=INT64_MAX + 1)
+
+
+def test_reference_samples_count_toward_the_sample_limit() -> None:
+    data = _with_samples(1, MAX_MODEL_SAMPLES // 2)
+    lat = data["results"][0]["latency"]
+    lat.update(processes=1, process_sizes=[MAX_MODEL_SAMPLES // 2], reference_us=[1.0],
+               reference_sizes=[1])
+    with pytest.raises(ResultsFileError, match=r"reference_us\) is over the limit"):
+        parse_results(data)
+
+
+@pytest.mark.parametrize(("sizes", "refs", "groups", "refused"), [
+    ([2, 2], ([0, 2], [4.0, 4.0]), [[0.25, 0.25]], None),          # one process timed one
+    ([2, 2], ([2, 2], [0.0, 0.0, 2.0, 2.0]), [[0.5, 0.5]], None),   # all-zero: tells nothing
+    ([2, 2], ([2], [1.0, 1.0]), None, "each process times"),        # sizes for one process only
+    ([2, 2], ([0, 1], [1.0]), None, "each process times"),          # part of a process's rounds
+    ([2, 2], ([0, 2], [1.0]), None, "add up to 2"),                 # sizes and samples disagree
+    ([], ([4], [1.0] * 4), [[1.0, 1.0, 1.0, 1.0]], None),           # version-1 sizes (one process)
+    ([2, 2], ([], [1.0, 1.0]), None, "add up to 0"),                # samples without sizes
+])
+def test_reference_samples_pair_with_their_own_process_or_the_file_is_refused(
+        sizes: list[int], refs: tuple[list[int], list[float]], groups: list | None,
+        refused: str | None) -> None:
+    from compilewatch.core.schema import Latency
+
+    fields = {"method": "interleaved-blocks", "timer": "cuda_event", "calls_per_block": 1,
+              "eager_us": [1.0] * 4, "compiled_us": [1.0] * 4, "eager_median_us": 1.0,
+              "compiled_median_us": 1.0, "processes": len(sizes) or 1, "process_sizes": sizes,
+              "reference_sizes": refs[0], "reference_us": refs[1]}
+    if refused:
+        with pytest.raises(ValidationError, match=refused):
+            Latency(**fields)
+    else:
+        assert Latency(**fields).referenced_per_process() == groups
