@@ -198,9 +198,8 @@ class _JobState:
     done: bool = False
     result: JobRun | None = None
     followed_up: bool = False  # asked once whether more timing processes would settle it
-    # timing processes also time the first side's eager model (None: not decided yet)
+    # the suite whose eager model this job's timing processes also time (``Loop._reference``)
     reference: str | None = None
-    reference_decided: bool = False
     cold_dirs: dict[int, Path] = field(default_factory=dict)  # kept caches of cold compiles 2..
     held: dict[int, list[int]] = field(default_factory=dict)  # cold index -> timing waiting on it
 
@@ -421,8 +420,10 @@ class Loop:
             self._may_reference(st.job) for st in sts))
         if pairs and any(not st.outputs.cold for st in sts):
             return
+        reference = self._reference(key)
         for st in sts:
             if st.outputs.cold and not st.planned:
+                st.reference = reference
                 self._plan_rest(st)
         self._maybe_skip_timing(key)
         for st in sts:  # the partner that waited may have nothing more to run
@@ -485,8 +486,9 @@ class Loop:
             gpu_warmup_s=opts.gpu_warmup_s if times else 0.0,
             watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
             home_root=str(opts.home_root) if scan and opts.home_root else None,
-            reference_suite=(ref := self._reference(st) if kind == "timing" else None),
-            reference_root=self._reference_root() if ref else None,
+            reference_suite=st.reference if kind == "timing" else None,
+            reference_root=self._reference_root() if kind == "timing" and st.reference
+            else None,
             out="", status_file="")
         return spec, cache_dir
 
@@ -501,30 +503,23 @@ class Loop:
         return len(self.sides) == 2 and job.config.device == "cuda" \
             and self.settings.same_environment
 
-    def _reference(self, st: _JobState) -> str | None:
-        """The suite whose eager model a timing process also times: the first side's, for a
-        GPU model whose graph or inputs differ between two sides run in one environment.
-        Launch-bound models run up to 1.6x slower in one process than another on the H200,
-        eager and compiled alike, so their compiled time is judged over a model that is the
-        same code on both sides, timed in the same rounds; their own eager moved with the
-        change. Decided once, when both sides' first cold compiles are in (not yet: none)."""
-        if st.reference_decided:
-            return st.reference
-        names = list(self.sides)
-        if not self._may_reference(st.job):
-            st.reference_decided = True
-            return None
-        pair = [self.states.get((name, ident(st.job))) for name in names]
-        colds = [o.outputs.cold[0] if o is not None and o.outputs.cold else None for o in pair]
-        if any(c is None for c in colds):
-            return None  # the partner's first cold compile is not in yet: not this time
+    def _reference(self, key: Ident) -> str | None:
+        """The suite whose eager model a job's timing processes also time: the first side's,
+        for a GPU model whose graph or inputs differ between two sides run in one environment
+        (None: neither). Launch-bound models run up to 1.6x slower in one process than
+        another on the H200, eager and compiled alike, so their compiled time is judged over
+        a model that is the same code on both sides, timed in the same rounds; their own
+        eager moved with the change. Asked once both sides' first cold compiles are in."""
+        pair = [self.states.get((name, key)) for name in self.sides]
+        if len(pair) != 2 or any(st is None or not st.outputs.cold for st in pair):
+            return None  # not two sides, or the model on one side only
+        base, head = (st.outputs.cold[0] for st in pair)  # type: ignore[union-attr]
         first = pair[0]
-        assert first is not None and colds[0] is not None and colds[1] is not None
-        if colds[0].ok and colds[1].ok and not unchanged.same_model(colds[0].cache.fx,
-                                                                    colds[1].cache.fx):
-            st.reference = first.job.suite.source
-        st.reference_decided = True
-        return st.reference
+        assert first is not None
+        if not (self._may_reference(first.job) and base.ok and head.ok) \
+                or unchanged.same_model(base.cache.fx, head.cache.fx):
+            return None
+        return first.job.suite.source
 
     def _compile_cpus(self, opts: RunOptions) -> tuple[int, ...]:
         """Compiles beside a pinned timing process keep off its cores and their SMT

@@ -274,14 +274,12 @@ def reference_model(spec: WorkerSpec, notes: list[str]) -> Reference | None:
                 del sys.modules[name]
 
 
-def _drop(ref: Reference | None, notes: list[str], why: str) -> None:
-    """Free a reference that stands in the way of this side's own measurement."""
-    if ref is None:
-        return
+def _released(notes: list[str], why: str, held_bytes: int) -> None:
+    """After the caller let go of a reference that stood in the way of this side's own
+    measurement: say so, and give its device memory back."""
     notes.append(f"no reference: {why}; this process timed its own model alone")
-    ref.model = None  # type: ignore[assignment]
     gc.collect()
-    if ref.held_bytes:
+    if held_bytes:
         import torch
 
         torch.cuda.empty_cache()
@@ -297,7 +295,8 @@ def build(spec: WorkerSpec, notes: list[str]) -> tuple[Model, Reference | None]:
     except Failure as f:
         if ref is None or f.category is not Category.OOM:
             raise
-    _drop(ref, notes, "this side's model did not fit the device beside it")
+    held, ref = ref.held_bytes, None
+    _released(notes, "this side's model did not fit the device beside it", held)
     return Model(spec), None
 
 
@@ -487,8 +486,9 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
             try:
                 run_eager(ref.model, check=False)
             except Failure as f:  # base's model, not this side's: never this side's failure
-                _drop(ref, probe.notes, f"base's {spec.model} failed in eager ({f.category})")
-                ref = None
+                held, ref, why = ref.held_bytes, None, f"base's {spec.model} failed in eager " \
+                    f"({f.category})"
+                _released(probe.notes, why, held)
     result: dict[str, Any] = {}
     if spec.load_artifact:
         with h.phase("load_artifact"):

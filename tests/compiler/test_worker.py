@@ -235,3 +235,16 @@ def test_peak_memory_leaves_out_what_the_reference_holds(monkeypatch) -> None:
 
     mem = worker.measure_memory(Cuda(), None, held_bytes=3_000)  # type: ignore[arg-type]
     assert (mem.eager_peak_bytes, mem.compiled_peak_bytes) == (2_000, 6_000)
+
+
+@pytest.mark.slow
+def test_a_reference_that_fails_in_eager_is_dropped_and_never_head_s_failure(tmp_path) -> None:
+    failing = SUITE_FILE.replace("return (lambda x: x @ w @ w @ w)",
+                                 "return (lambda x: x.no_such_method())")
+    base = _checkout(tmp_path / "base", 8, models=failing)
+    head = _checkout(tmp_path / "head", 8)
+    out = _timed(tmp_path, head, base)
+    assert out.ok, out.error
+    assert out.latency is not None and out.latency.reference_us == [] and out.latency.eager_us
+    assert any(n.startswith("no reference: base's mm failed in eager (eager_error)")
+               for n in out.notes), out.notes
