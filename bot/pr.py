@@ -32,6 +32,7 @@ from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.followup import asker
+from compilewatch.bot.judge.host import of_check
 from compilewatch.bot.judge.project import (
     compare_with_project,
     load_project_config,
@@ -301,10 +302,9 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
 
         # the base checkout's thresholds and baseline: the PR cannot loosen its own gate
         noise = noise_bands_of(req.db_url, envs[pythons["base"]].fingerprint)
-        # a host too noisy to judge makes every timing verdict say so: more processes of it
-        # would not settle anything
-        more = None if host is not None and host.noisy else asker(project.threshold_policy(),
-                                                                  noise)
+        # a model whose timing the host preflight silences gets no more processes: more of
+        # them on that host would not settle it (bot/judge/host.py)
+        more = asker(project.threshold_policy(), noise, of_check(host))
         measured = measure(sides, req.measure, same_environment=same_env, changed=changed,
                            on_done=checkpoint, follow_up=more)
         runs = results_of(measured)

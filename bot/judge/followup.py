@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from compilewatch.bot.judge.comparison import Verdict
+from compilewatch.bot.judge.host import HostNoise
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
@@ -24,18 +25,24 @@ UNDECIDED = (Verdict.WITHIN_NOISE, Verdict.NOISY)
 
 
 def more_processes(base: ModelResult, head: ModelResult, thresholds: Thresholds,
-                   noise: NoiseBands | None = None) -> str | None:
+                   noise: NoiseBands | None = None, host: HostNoise | None = None
+                   ) -> str | None:
     """Why this model needs more timing processes (None: its first verdict stands).
 
     Undecided (within noise, or too noisy to judge) with the estimate at or past the
     threshold: a change may be there, and the processes so far disagree too much to say. Not
     where the band the verdict needs (three times the spread between processes) is more than
     twice the estimate: more processes narrow the interval, not the spread, so they would not
-    get there (on the H200: a launch-bound model at +19% with a 66% band).
+    get there (on the H200: a launch-bound model at +19% with a 66% band). Nor where the host
+    preflight found the unit that times this model too noisy: its verdict will say so, and
+    more processes on that host would not change it.
     """
-    row = compare_model(base, head, thresholds, noise=noise)
+    row = compare_model(base, head, thresholds, noise=noise, host=host)
     d = row.compiled_time
     if d is None or d.verdict not in UNDECIDED or d.ratio is None or d.threshold is None:
+        return None
+    if host is not None and host.silences(*(("host", "device") if row.launch_bound
+                                            else ("device",))):
         return None
     reach = abs(math.log(d.ratio))
     if reach < math.log1p(d.threshold):
@@ -49,10 +56,12 @@ def more_processes(base: ModelResult, head: ModelResult, thresholds: Thresholds,
             f"{d.ratio - 1:+.1%}{interval}, {verdict}, past the {d.threshold:.0%} threshold")
 
 
-def asker(policy: ThresholdPolicy, noise: NoiseBands) -> FollowUp:
+def asker(policy: ThresholdPolicy, noise: NoiseBands, host: HostNoise | None = None
+          ) -> FollowUp:
     """The measuring loop's question after a model's first timing processes, judged with the
-    thresholds and noise the comparison will use (``pr`` passes the base checkout's)."""
+    thresholds, noise and host preflight the comparison will use (``pr`` passes the base
+    checkout's)."""
     def ask(base: ModelResult, head: ModelResult) -> str | None:
-        return more_processes(base, head, policy.for_model(base.model), noise)
+        return more_processes(base, head, policy.for_model(base.model), noise, host)
 
     return ask

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compilewatch.bot.judge.baseline import Baseline, Expected, outcome
 from compilewatch.bot.judge.cachediff import collapse, diff_cache
@@ -26,6 +26,7 @@ from compilewatch.bot.judge.comparison import (
     Side,
     Verdict,
 )
+from compilewatch.bot.judge.host import HostNoise, Unit, host_noise
 from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
 from compilewatch.compiler import unchanged
@@ -60,8 +61,10 @@ def _ran(r: ModelResult) -> bool:
 
 def _delta(est: Estimate | None, base: float, head: float, t: MetricThreshold | None,
            judge: Judging, *, note: str | None = None, method: str | None = None,
-           calibrated: bool = False) -> Delta:
-    """One metric, judged (``t`` given) or only shown."""
+           calibrated: bool = False, timed_on: tuple[Unit, ...] = ()) -> Delta:
+    """One metric, judged (``t`` given) or only shown. ``timed_on``: the units whose steadiness
+    the metric needs (``bot/judge/host.py``); a preflight that found one of them too noisy
+    makes the verdict say so."""
     if est is None:
         return Delta(base=base, head=head, note=note, method=method)
     verdict, band = (None, None)
@@ -69,9 +72,9 @@ def _delta(est: Estimate | None, base: float, head: float, t: MetricThreshold | 
         verdict, band = verdict_of(est, t, base=base, head=head,
                                    noise_factor=judge.thresholds.noise_factor,
                                    noisy_half_width=judge.thresholds.noisy_half_width)
-        if judge.host_noisy and verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT,
-                                            Verdict.WITHIN_NOISE):
-            verdict = Verdict.NOISY  # the preflight found the host too noisy: never judged
+        if timed_on and judge.host.silences(*timed_on) and verdict in (
+                Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.WITHIN_NOISE):
+            verdict = Verdict.NOISY  # the preflight found that unit too noisy: never judged
     return Delta(base=base, head=head, ratio=est.ratio, ci_low=est.low, ci_high=est.high,
                  verdict=verdict, gating=verdict is Verdict.REGRESSION and t is not None
                  and t.gate, threshold=t.regression if t is not None else None, note=note,
@@ -86,7 +89,7 @@ class Judging:
     thresholds: Thresholds
     ident: tuple[str, str, str]
     noise: NoiseBands
-    host_noisy: bool = False
+    host: HostNoise = field(default_factory=HostNoise)
 
     def prior(self, metric: str) -> tuple[Prior, bool]:
         return self.noise.prior(self.ident, metric)
@@ -151,7 +154,8 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
                              for pe, pc in hl.per_process()], confidence=t.confidence)
     return (
         _delta(compiled, bl.compiled_median_us, hl.compiled_median_us, threshold, judge,
-               note=note, method=method, calibrated=calibrated),
+               note=note, method=method, calibrated=calibrated,
+               timed_on=("host", "device") if launch_bound else ("device",)),
         _delta(eager, bl.eager_median_us, hl.eager_median_us, None, judge),
         _delta(speed, b.speedup.value if b.speedup else 0.0,
                h.speedup.value if h.speedup else 0.0, None, judge),
@@ -227,7 +231,8 @@ def _compile_time(base: list[float], head: list[float], t: MetricThreshold, metr
                           confidence=judge.thresholds.confidence, prior=prior, paired=paired)
     method = ("pairs run side by side" if concurrent else "pairs run in turn") if paired \
         else "processes"
-    return _delta(est, b_med, h_med, t, judge, method=method, calibrated=calibrated)
+    return _delta(est, b_med, h_med, t, judge, method=method, calibrated=calibrated,
+                  timed_on=("host",))
 
 
 def _point(base: float | None, head: float | None, t: MetricThreshold | None,
@@ -314,12 +319,12 @@ def _samples(first: float | None, samples: list[float]) -> list[float]:
 
 def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                   expected: Expected | None = None, noise: NoiseBands | None = None,
-                  host_noisy: bool = False) -> ModelRow:
+                  host: HostNoise | None = None) -> ModelRow:
     """One model present on both sides."""
     if b.compile_skipped or h.compile_skipped:
         return _not_measured(b, h)
     exp = expected or Expected()
-    judge = Judging(t, b.ident, noise or NoiseBands(), host_noisy)
+    judge = Judging(t, b.ident, noise or NoiseBands(), host or HostNoise())
     both = _ran(b) and _ran(h)
     compiled, eager, speedup = _timings(b, h, judge) if both else (None, None, None)
     gb = rc = None
@@ -471,14 +476,6 @@ def _cache_summary(rows: list[ModelRow]) -> CacheSummary:
                         components=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
-def _host_noisy(base: RunResults, head: RunResults) -> str | None:
-    """The preflight's word on the host, when either side found it too noisy to judge."""
-    for name, run in (("base", base), ("head", head)):
-        if run.host is not None and run.host.noisy:
-            return f"the {name} run's host was too noisy to judge ({run.host.detail})"
-    return None
-
-
 def compare(base: RunResults, head: RunResults, *,
             thresholds: Thresholds | ThresholdPolicy | None = None,
             baseline: Baseline | None = None, noise: NoiseBands | None = None) -> Comparison:
@@ -487,9 +484,9 @@ def compare(base: RunResults, head: RunResults, *,
     policy = _policy(thresholds)
     bb, hh = base.by_ident(), head.by_ident()
     common = sorted(bb.keys() & hh.keys())
-    host = _host_noisy(base, head)
+    host = host_noise(base, head)
     rows = [compare_model(bb[i], hh[i], policy.for_model(i[1]),
-                          baseline.lookup(i) if baseline else None, noise, host is not None)
+                          baseline.lookup(i) if baseline else None, noise, host)
             for i in common if Status.SKIP not in (bb[i].status, hh[i].status)]
     failing = [hh[i] for i in common if outcome(bb[i]) == "pass" and outcome(hh[i]) in FAILED]
     # A model that passed on base and is skipped on head must not leave the gate quietly: the
@@ -499,7 +496,7 @@ def compare(base: RunResults, head: RunResults, *,
     failing += skipped
     fixed = [hh[i] for i in common if outcome(bb[i]) in FAILED and outcome(hh[i]) == "pass"]
     verdicts = Counter(r.verdict for r in rows)
-    notes = [f"{host}: timing verdicts say so and never gate"] if host else []
+    notes = [host.note] if host.note else []
     if base.environment.fingerprint != head.environment.fingerprint:
         notes.append(f"base and head ran in different environments (torch "
                      f"{base.environment.torch} vs {head.environment.torch}); "

@@ -135,23 +135,28 @@ def test_the_loop_asks_for_more_processes_with_the_bases_thresholds(
     assert rec.follow_up(base, noisy) is not None
 
 
-def test_no_follow_up_on_a_host_too_noisy_to_judge(repo: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_follow_up_where_the_host_preflight_silences_the_model(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop's follow-up judges with the preflight the comparison will use: a model whose
+    timing it silences gets no more processes (more on that host settle nothing); on a GPU run
+    with only the CPU unsteady, a GPU-bound model still gets them."""
     import compilewatch.bot.pr as pr
 
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
     sh(repo, "checkout", "-q", "-b", "feature")
     commit(repo, {"models.py": suite_file("a", "b")}, "B")
-    noisy = HostCheck(cpu_spread=0.4, noisy=True, detail="CPU workload spread 40%")
-    monkeypatch.setattr(pr, "host_check", lambda *a, **k: noisy)
-    rec = Recorder()
-    fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
-    assert rec.follow_up is None
-    monkeypatch.setattr(pr, "host_check", lambda *a, **k: noisy.model_copy(
-        update={"noisy": False}))
-    rec = Recorder()
-    fake_pr(repo, tmp_path / "out2", rec, base="main", head="feature")
-    assert rec.follow_up is not None
+    base = timed_result("a", [195.2, 203.3, 204.9], seed=1)  # within noise, past 3%
+    close = timed_result("a", [208.7, 231.7, 222.7], seed=2)
+    cases = [(HostCheck(cpu_spread=0.4, noisy=True, detail="CPU workload spread 40%"), False),
+             (HostCheck(cpu_spread=0.4, noisy=False), True),
+             (HostCheck(cpu_spread=0.91, gpu_spread=0.021, noisy=True), True),
+             (HostCheck(cpu_spread=0.1, gpu_spread=0.08, noisy=True), False)]
+    for i, (host, asks) in enumerate(cases):
+        monkeypatch.setattr(pr, "host_check", lambda *a, h=host, **k: h)
+        rec = Recorder()
+        fake_pr(repo, tmp_path / f"out{i}", rec, base="main", head="feature")
+        assert rec.follow_up is not None
+        assert (rec.follow_up(base, close) is not None) is asks, host
 
 
 def test_base_is_the_merge_base_and_each_side_reads_its_own_suite(repo: Path,

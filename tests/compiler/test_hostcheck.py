@@ -31,3 +31,44 @@ def test_check_on_a_cpu_reports_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     got = hostcheck.check("cpu")
     assert got.gpu_spread is None and got.noisy
     assert "CPU workload spread 30.0%" in got.detail
+
+
+@pytest.mark.parametrize(("cpu", "gpu", "units"), [
+    (0.30, None, (True, False)),  # a CPU run: the CPU times everything
+    (0.30, 0.018, (False, False)),  # beside a GPU the CPU has the wider limit
+    (0.91, 0.021, (True, False)),  # the H200 reading: the CPU alone
+    (0.10, 0.08, (False, True)),
+    (0.90, 0.08, (True, True)),
+])
+def test_noisy_units_name_the_unit_that_was_unsteady(cpu: float, gpu: float | None,
+                                                     units: tuple[bool, bool]) -> None:
+    assert hostcheck.noisy_units(cpu, gpu) == units
+
+
+@pytest.mark.parametrize(("cpu_reads", "gpu_reads", "tries", "noisy"), [
+    ([0.05], [0.01], 1, False),  # quiet at once: one try
+    ([0.91, 0.12], [0.02, 0.02], 2, False),  # a burst at the start passes
+    ([0.91, 0.85, 0.95], [0.02, 0.02, 0.02], 3, True),  # a host that stays loaded
+    ([0.10, 0.10, 0.10], [0.09, 0.03], 2, False),  # GPU clocks settled on the second try
+    ([0.10, 0.10, 0.10], [0.09, 0.08, 0.07], 3, True),
+])
+def test_a_noisy_preflight_is_taken_again_and_each_unit_keeps_its_quietest(
+        monkeypatch: pytest.MonkeyPatch, cpu_reads: list[float], gpu_reads: list[float],
+        tries: int, noisy: bool) -> None:
+    cpu, gpu = iter(cpu_reads), iter(gpu_reads)
+    monkeypatch.setattr(hostcheck, "cpu_spread", lambda: next(cpu))
+    monkeypatch.setattr(hostcheck, "gpu_spread", lambda: next(gpu))
+    monkeypatch.setattr(hostcheck, "RETRY_PAUSE_S", 0.0)
+    got = hostcheck.check("cuda")
+    assert got.noisy is noisy
+    assert got.cpu_spread == min(cpu_reads[:tries]) and got.gpu_spread == min(gpu_reads[:tries])
+    assert (f"quietest of {tries} tries" in got.detail) is (tries > 1)
+
+
+def test_a_loaded_cpu_run_stays_noisy_after_every_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = iter([0.5, 0.4, 0.6])
+    monkeypatch.setattr(hostcheck, "cpu_spread", lambda: next(reads))
+    monkeypatch.setattr(hostcheck, "RETRY_PAUSE_S", 0.0)
+    got = hostcheck.check("cpu")
+    assert got.noisy and got.cpu_spread == 0.4 and got.gpu_spread is None
+    assert got.detail == "CPU workload spread 40.0% (quietest of 3 tries: 50.0%, 40.0%, 60.0%)"

@@ -1,0 +1,100 @@
+"""What the host preflight (``compiler/hostcheck.py``) silences in a comparison.
+
+A run's preflight says which unit was too unsteady to time with: the CPU, the GPU or neither.
+Only the timings that unit made lose their verdict ("too noisy to judge", never gating). On a
+CPU run the CPU times everything. On a GPU run the GPU times a GPU-bound model's steady state,
+and the CPU times compiles and a launch-bound model's calls: a CPU spike silences those, not a
+GPU-bound model whose processes agree (on the H200 one preflight read a 91% CPU spread, and
+silencing the whole run hid a +26% regression whose processes agreed within 1%). A model's own
+processes still decide its interval: a model the noise reached is "too noisy" by its interval.
+Peak memory is bytes and never silenced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from compilewatch.compiler.hostcheck import noisy_units
+from compilewatch.core.schema import HostCheck, RunResults
+
+Unit = Literal["host", "device"]
+
+
+@dataclass(frozen=True)
+class HostNoise:
+    """The units a comparison's preflights found too noisy, and why (for the report)."""
+
+    cpu: bool = False
+    gpu: bool = False
+    gpu_run: bool = False
+    detail: str | None = None
+
+    def silences(self, *units: Unit) -> bool:
+        """Whether a timing made on these units is too noisy to judge. ``host``: the CPU's
+        own work (compiles, launches); ``device``: what the device timed (on a CPU run, the
+        CPU)."""
+        if not self.gpu_run:
+            return self.cpu
+        return any(self.cpu if u == "host" else self.gpu for u in units)
+
+    @property
+    def note(self) -> str | None:
+        """The report's line: what was unsteady and which verdicts it silenced."""
+        if not (self.cpu or self.gpu):
+            return None
+        if not self.gpu_run or (self.cpu and self.gpu):
+            what = "timing and compile-time verdicts say so"
+        elif self.cpu:
+            what = ("compile-time verdicts and launch-bound models' timing verdicts say so; "
+                    "GPU-bound models are judged on their own processes")
+        else:
+            what = "steady-state timing verdicts say so; compile times are judged"
+        return f"{self.detail}: {what} and never gate"
+
+
+def _units(host: HostCheck) -> tuple[bool, bool]:
+    """The preflight's own word (``noisy``) decides whether anything is silenced; its spreads
+    say which unit. A file whose spreads name neither (other limits): both."""
+    if not host.noisy:
+        return False, False
+    cpu, gpu = noisy_units(host.cpu_spread, host.gpu_spread)
+    return (cpu, gpu) if cpu or gpu else (True, host.gpu_spread is not None)
+
+
+def of_check(check: HostCheck | None) -> HostNoise:
+    """One preflight's noise (the measuring loop's follow-ups ask it before judging)."""
+    if check is None:
+        return HostNoise()
+    cpu, gpu = _units(check)
+    return HostNoise(cpu=cpu, gpu=gpu, gpu_run=check.gpu_spread is not None,
+                     detail=check.detail)
+
+
+def host_noise(base: RunResults, head: RunResults) -> HostNoise:
+    """Either side's preflight: a unit unsteady on one side is unsteady for the comparison."""
+    cpu = gpu = gpu_run = False
+    details = []
+    for name, run in (("base", base), ("head", head)):
+        if run.host is None or (name == "head" and run.host == base.host):
+            continue
+        if name == "base" and base.host == head.host:
+            name = "host"  # one preflight for both sides (as ``pr`` takes it)
+        gpu_run = gpu_run or run.host.gpu_spread is not None
+        c, g = _units(run.host)
+        cpu, gpu = cpu or c, gpu or g
+        if c or g:
+            details.append(f"{_whose(name)} {_which(c, g, run.host.gpu_spread is not None)} "
+                           f"too noisy to judge ({run.host.detail})")
+    detail = "; ".join(dict.fromkeys(details)) or None
+    return HostNoise(cpu=cpu, gpu=gpu, gpu_run=gpu_run, detail=detail)
+
+
+def _which(cpu: bool, gpu: bool, gpu_run: bool) -> str:
+    if not gpu_run:
+        return "CPU was"
+    return "CPU and GPU were" if cpu and gpu else ("CPU was" if cpu else "GPU was")
+
+
+def _whose(name: str) -> str:
+    return "the host's" if name == "host" else f"the {name} run's"

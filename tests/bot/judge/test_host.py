@@ -1,0 +1,117 @@
+"""What a host preflight silences: the timings of the unit it found unsteady, never the others.
+
+A matrix of preflight readings (CPU run, GPU run with the CPU, the GPU or both unsteady, a file
+whose flag alone says noisy) by kinds of change (a GPU-bound model's compiled time, a
+launch-bound model's, a cold compile, peak memory), each change +20-50%: silenced ones say
+"too noisy to judge" and never gate, the rest are found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compilewatch.bot.judge.comparison import Verdict
+from compilewatch.bot.judge.host import HostNoise, host_noise, of_check
+from compilewatch.bot.judge.verdicts import compare
+from compilewatch.core.schema import HostCheck
+from tests.factories import model_result, run_results
+
+GPU_BOUND = {"processes": 3, "process_spread": 0.007, "spread": 0.01, "launch_bound": False}
+LAUNCH_BOUND = {"processes": 3, "process_spread": 0.02, "spread": 0.02, "launch_bound": True}
+
+HOSTS = {
+    "cpu run, quiet": HostCheck(cpu_spread=0.1),
+    "cpu run, noisy": HostCheck(cpu_spread=0.4, noisy=True),
+    "gpu run, quiet": HostCheck(cpu_spread=0.33, gpu_spread=0.018),
+    # the H200 preflight that silenced a whole run whose GPU-bound processes agreed within 1%
+    "gpu run, cpu noisy": HostCheck(cpu_spread=0.909, gpu_spread=0.021, noisy=True),
+    "gpu run, gpu noisy": HostCheck(cpu_spread=0.1, gpu_spread=0.08, noisy=True),
+    "gpu run, both noisy": HostCheck(cpu_spread=0.9, gpu_spread=0.08, noisy=True),
+    "gpu run, flagged by other limits": HostCheck(cpu_spread=0.1, gpu_spread=0.01, noisy=True),
+}
+
+# (base kwargs, head kwargs, the metric the change is in)
+CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
+    "gpu-bound compiled time": ({**GPU_BOUND, "compiled_us": 50.0},
+                                {**GPU_BOUND, "compiled_us": 60.0}, "compiled_time"),
+    "launch-bound compiled time": ({**LAUNCH_BOUND, "compiled_us": 50.0},
+                                   {**LAUNCH_BOUND, "compiled_us": 60.0}, "compiled_time"),
+    "cold compile": ({"cold_processes": 3, "cold_spread": 0.02, "cold_s": 10.0},
+                     {"cold_processes": 3, "cold_spread": 0.02, "cold_s": 13.0}, "cold_compile"),
+    "peak memory": ({"peak_bytes": 2**30}, {"peak_bytes": 3 * 2**29}, "memory"),
+}
+
+SILENCED = {  # host -> the changes whose verdict it silences
+    "cpu run, quiet": set(),
+    "cpu run, noisy": {"gpu-bound compiled time", "launch-bound compiled time", "cold compile"},
+    "gpu run, quiet": set(),
+    "gpu run, cpu noisy": {"launch-bound compiled time", "cold compile"},
+    "gpu run, gpu noisy": {"gpu-bound compiled time", "launch-bound compiled time"},
+    "gpu run, both noisy": {"gpu-bound compiled time", "launch-bound compiled time",
+                            "cold compile"},
+    "gpu run, flagged by other limits": {"gpu-bound compiled time",
+                                         "launch-bound compiled time", "cold compile"},
+}
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_preflight_silences_the_timings_of_the_unit_it_found_unsteady(host: str,
+                                                                         change: str) -> None:
+    b_kw, h_kw, metric = CHANGES[change]
+    base = run_results([model_result("m", seed=1, **b_kw)])
+    head = run_results([model_result("m", seed=2, **h_kw)])
+    row = compare(base.model_copy(update={"host": HOSTS[host]}),
+                  head.model_copy(update={"host": HOSTS[host]})).rows[0]
+    got = getattr(row, metric)
+    assert got is not None
+    if change in SILENCED[host]:
+        assert got.verdict is Verdict.NOISY and not got.gating
+    else:
+        assert got.verdict is Verdict.REGRESSION
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_an_aa_pair_is_never_flagged_whatever_the_preflight(host: str) -> None:
+    for kind, (b_kw, _, metric) in CHANGES.items():
+        base = run_results([model_result("m", seed=3, **b_kw)])
+        head = run_results([model_result("m", seed=4, **b_kw)])
+        row = compare(base.model_copy(update={"host": HOSTS[host]}),
+                      head.model_copy(update={"host": HOSTS[host]})).rows[0]
+        assert getattr(row, metric).verdict not in (Verdict.REGRESSION,
+                                                    Verdict.IMPROVEMENT), kind
+
+
+def test_the_report_says_which_unit_and_what_it_silenced() -> None:
+    base = run_results([model_result("m", seed=1)])
+    cpu = HostCheck(cpu_spread=0.909, gpu_spread=0.021, noisy=True,
+                    detail="CPU workload spread 90.9%, GPU matmul spread 2.1%")
+    c = compare(base.model_copy(update={"host": cpu}), base.model_copy(update={"host": cpu}))
+    assert c.notes[0].startswith("the host's CPU was too noisy to judge (CPU workload spread "
+                                 "90.9%, GPU matmul spread 2.1%)")
+    assert "GPU-bound models are judged on their own processes" in c.notes[0]
+    gpu = HostCheck(cpu_spread=0.1, gpu_spread=0.08, noisy=True, detail="GPU matmul 8%")
+    c = compare(base.model_copy(update={"host": cpu}), base.model_copy(update={"host": gpu}))
+    assert "the base run's CPU was too noisy" in c.notes[0]
+    assert "the head run's GPU was too noisy" in c.notes[0]
+    assert "timing and compile-time verdicts say so" in c.notes[0]  # both units, together
+    assert compare(base, base).notes == []
+
+
+def test_a_unit_unsteady_on_either_side_is_unsteady_for_the_comparison() -> None:
+    quiet = run_results([model_result("m")]).model_copy(update={"host": HOSTS["gpu run, quiet"]})
+    loud = quiet.model_copy(update={"host": HOSTS["gpu run, gpu noisy"]})
+    for b, h in ((quiet, loud), (loud, quiet)):
+        noise = host_noise(b, h)
+        assert noise.gpu and not noise.cpu and noise.gpu_run
+    assert host_noise(quiet, quiet) == HostNoise(gpu_run=True)
+
+
+def test_of_check_reads_one_preflight() -> None:
+    assert of_check(None) == HostNoise()
+    n = of_check(HOSTS["gpu run, cpu noisy"])
+    assert n.silences("host") and not n.silences("device") and n.silences("host", "device")
+    cpu = of_check(HOSTS["cpu run, noisy"])
+    assert cpu.silences("device") and cpu.silences("host")  # a CPU run's CPU times everything
