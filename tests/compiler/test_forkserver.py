@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from compilewatch.compiler import forkserver
 from compilewatch.compiler.forkserver import ForkServer, ForkServerError
 from compilewatch.compiler.processes import Launcher, base_env
 
@@ -78,3 +79,24 @@ def test_a_cpu_run_keeps_its_fork_server_whatever_the_imports_did(tmp_path):
 def test_the_worker_environment_asks_nvml_not_the_driver():
     """``is_available()`` through the driver poisons fork; through NVML it does not."""
     assert base_env()["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
+
+
+def test_a_lazy_package_is_preloaded_with_its_heavy_part():
+    assert forkserver.preload_modules(["torchvision", "transformers"]) == [
+        "torchvision", "transformers", "transformers.modeling_utils"]
+
+
+@pytest.mark.slow
+def test_the_server_imports_transformers_model_code_without_touching_cuda(tmp_path):
+    """What a forked hf worker would import again: in the server once, and fork stays clean."""
+    pytest.importorskip("transformers")
+    code = ("import sys\nfrom compilewatch.compiler import forkserver, worker\n"
+            "worker.import_compiler_stack()\n"
+            "import importlib\n"
+            "for m in forkserver.preload_modules(['transformers']):\n"
+            "    importlib.import_module(m)\n"
+            "import torch\n"
+            "print('transformers.modeling_utils' in sys.modules, torch.cuda.is_initialized())\n")
+    out = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True,
+                         text=True, timeout=300, check=True)
+    assert out.stdout.split()[-2:] == ["True", "False"]
