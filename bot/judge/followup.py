@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from compilewatch.bot.judge.comparison import Verdict
-from compilewatch.bot.judge.host import HostNoise
+from compilewatch.bot.judge.host import HostNoise, steady_state_units
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
@@ -41,8 +41,9 @@ def more_processes(base: ModelResult, head: ModelResult, thresholds: Thresholds,
     d = row.compiled_time
     if d is None or d.verdict not in UNDECIDED or d.ratio is None or d.threshold is None:
         return None
-    if host is not None and host.silences(*(("host", "device") if row.launch_bound
-                                            else ("device",))):
+    if host is not None and base.latency is not None and head.latency is not None and \
+            host.silences(*steady_state_units(base.latency.launch_bound,
+                                              head.latency.launch_bound)):
         return None
     reach = abs(math.log(d.ratio))
     if reach < math.log1p(d.threshold):

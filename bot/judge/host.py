@@ -53,6 +53,13 @@ class HostNoise:
         return f"{self.detail}: {what} and never gate"
 
 
+def steady_state_units(*launch_bound: bool | None) -> tuple[Unit, ...]:
+    """What a compiled-time verdict was timed on, from each side's launch-bound flag: the
+    device alone only where every side measured the model GPU-bound; a launch-bound model, or
+    one whose kind is unknown, needs the CPU's steadiness too."""
+    return ("device",) if all(x is False for x in launch_bound) else ("host", "device")
+
+
 def _units(host: HostCheck) -> tuple[bool, bool]:
     """The preflight's own word (``noisy``) decides whether anything is silenced; its spreads
     say which unit. A file whose spreads name neither (other limits): both."""

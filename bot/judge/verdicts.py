@@ -26,7 +26,7 @@ from compilewatch.bot.judge.comparison import (
     Side,
     Verdict,
 )
-from compilewatch.bot.judge.host import HostNoise, Unit, host_noise
+from compilewatch.bot.judge.host import HostNoise, Unit, host_noise, steady_state_units
 from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
 from compilewatch.compiler import unchanged
@@ -155,7 +155,7 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     return (
         _delta(compiled, bl.compiled_median_us, hl.compiled_median_us, threshold, judge,
                note=note, method=method, calibrated=calibrated,
-               timed_on=("host", "device") if launch_bound else ("device",)),
+               timed_on=steady_state_units(bl.launch_bound, hl.launch_bound)),
         _delta(eager, bl.eager_median_us, hl.eager_median_us, None, judge),
         _delta(speed, b.speedup.value if b.speedup else 0.0,
                h.speedup.value if h.speedup else 0.0, None, judge),

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from compilewatch.bot.judge.comparison import Verdict
-from compilewatch.bot.judge.host import HostNoise, host_noise, of_check
+from compilewatch.bot.judge.host import HostNoise, host_noise, of_check, steady_state_units
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.core.schema import HostCheck
 from tests.factories import model_result, run_results
@@ -115,3 +115,24 @@ def test_of_check_reads_one_preflight() -> None:
     assert n.silences("host") and not n.silences("device") and n.silences("host", "device")
     cpu = of_check(HOSTS["cpu run, noisy"])
     assert cpu.silences("device") and cpu.silences("host")  # a CPU run's CPU times everything
+
+
+@pytest.mark.parametrize(("flags", "units"), [
+    ((False, False), ("device",)),
+    ((True, False), ("host", "device")),
+    ((False, None), ("host", "device")),  # a side that did not measure it: not known GPU-bound
+    ((None, None), ("host", "device")),
+])
+def test_only_a_model_both_sides_measured_gpu_bound_is_timed_on_the_device_alone(
+        flags: tuple[bool | None, bool | None], units: tuple[str, ...]) -> None:
+    assert steady_state_units(*flags) == units
+
+
+def test_a_model_of_unknown_kind_is_silenced_by_a_noisy_cpu_beside_a_gpu() -> None:
+    kw = {**GPU_BOUND, "launch_bound": None}
+    base = run_results([model_result("m", seed=1, compiled_us=50.0, **kw)])
+    head = run_results([model_result("m", seed=2, compiled_us=60.0, **kw)])
+    host = HOSTS["gpu run, cpu noisy"]
+    row = compare(base.model_copy(update={"host": host}),
+                  head.model_copy(update={"host": host})).rows[0]
+    assert row.compiled_time.verdict is Verdict.NOISY
