@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import statistics
 import subprocess
 import sys
@@ -152,17 +153,39 @@ def make_inject_repo(root: Path, suites: list[str], inject: bool = True) -> Path
                      {"inject.py": INJECT.format(head=True)})
 
 
-def run_pr(repo: Path, out: Path, device: str, extra: list[str]) -> tuple[dict, float]:
+def run_pr(repo: Path, out: Path, device: str, extra: list[str],
+           limit_s: float | None = None) -> tuple[dict, float, bool]:
+    """One ``pr`` and its comparison. Past ``limit_s`` it is interrupted (SIGINT, so it removes
+    its worktrees) and the comparison is made from the results it checkpointed after every
+    model: a repeat cut by a device call's limit still reports what it measured. The third
+    value says whether it was cut."""
     cmd = [sys.executable, "-m", "compilewatch.bot.cli", "pr", "--repo", str(repo),
            "--base", "main", "--head", "head", "--device", device, "--measure-all",
            "--no-db", "--out", str(out), *extra]
     t0 = time.monotonic()
     # its log (a line per finished model) goes to ours: a long GPU run shows how far it got
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    try:
+        rc, cut = proc.wait(timeout=limit_s), False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        rc, cut = 0, True
     took = time.monotonic() - t0
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"pr failed ({proc.returncode}); its log is above")
-    return json.loads((out / "comparison.json").read_text()), took
+    if rc not in (0, 1):
+        raise SystemExit(f"pr failed ({rc}); its log is above")
+    if cut:
+        if not all((out / f"{s}.json").exists() for s in ("base", "head")):
+            raise SystemExit(f"pr was cut at {took:.0f} s before any model finished")
+        subprocess.run([sys.executable, "-m", "compilewatch.bot.cli", "compare",
+                        str(out / "base.json"), str(out / "head.json"), "--format", "json",
+                        "--out", str(out / "comparison.json")], check=True,
+                       stdout=subprocess.DEVNULL)
+    return json.loads((out / "comparison.json").read_text()), took, cut
 
 
 def _latency(results: dict, model: str, side: str) -> Latency | None:
@@ -212,17 +235,21 @@ def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False,
     return math.exp(statistics.fmean(map(math.log, h)) - statistics.fmean(map(math.log, b)))
 
 
-def report(comparisons: list[dict], runs: list[dict], walls: list[float]) -> str:
+def report(comparisons: list[dict], runs: list[dict], walls: list[float],
+           cut: list[bool] | None = None) -> str:
     lines = ["| model | change | true size (pooled) | verdicts per repeat |",
              "| --- | --- | --- | --- |"]
     flagged_aa, total_aa, found, total = 0, 0, 0, 0
-    names = [r["model"] for r in comparisons[0]["rows"]]
+    names = list(dict.fromkeys(r["model"] for c in comparisons for r in c["rows"]))
     for name in names:
         cold = name == "cold_heavy"
         metric = "cold_compile" if cold else "compiled_time"
         verdicts = []
         for c in comparisons:
-            row = next(r for r in c["rows"] if r["model"] == name)
+            row = next((r for r in c["rows"] if r["model"] == name), None)
+            if row is None:  # a repeat cut before this model finished
+                verdicts.append("not measured")
+                continue
             d = row.get(metric) or {}
             verdicts.append(f"{d.get('verdict') or row['verdict']} "
                             f"{(d.get('ratio') or 1) - 1:+.1%}")
@@ -244,7 +271,9 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float]) -> str
                      f"{'; '.join(verdicts)} |")
     lines += ["", f"A/A: {flagged_aa} of {total_aa} model-repeats flagged "
                   f"(regression or improvement); injected: {found} of {total} found.",
-              f"pr wall time per repeat: {', '.join(f'{w:.0f} s' for w in walls)}."]
+              "pr wall time per repeat: " + ", ".join(
+                  f"{w:.0f} s" + (" (cut by --limit-s: judged from its checkpoints)"
+                                  if cut and cut[i] else "") for i, w in enumerate(walls)) + "."]
     for i, run in enumerate(runs, 1):
         fork = (run["base"].get("settings") or {}).get("isolation", "fork") == "fork"
         lines.append(f"Repeat {i}: {budget([run['base'], run['head']], fork).line()}.")
@@ -260,24 +289,32 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="Keep each repeat's output here.")
     ap.add_argument("--aa-only", action="store_true",
                     help="The untouched suites alone (no injected models): A/A repeats only.")
+    ap.add_argument("--limit-s", type=float, default=None,
+                    help="Seconds for all repeats together: a pr still running then is "
+                         "interrupted and judged from the models it finished.")
     ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
     args = ap.parse_args()
     suites = args.suite or ["micro", "hf"]
+    end = None if args.limit_s is None else time.monotonic() + args.limit_s
     with tempfile.TemporaryDirectory(prefix="verdict-quality-") as tmp:
         repo = make_inject_repo(Path(tmp), suites, inject=not args.aa_only)
         out_root = args.out or Path(tmp) / "out"
-        comparisons, runs, walls = [], [], []
+        comparisons, runs, walls, cuts = [], [], [], []
         for i in range(args.repeats):
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                break
             out = out_root / f"repeat-{i + 1}"
-            comparison, took = run_pr(repo, out, args.device, args.extra)
+            comparison, took, cut = run_pr(repo, out, args.device, args.extra, left)
             comparisons.append(comparison)
+            cuts.append(cut)
             runs.append({s: json.loads((out / f"{s}.json").read_text())
                          for s in ("base", "head")})
             walls.append(took)
             print(f"repeat {i + 1}: {took:.0f} s", file=sys.stderr, flush=True)
             # the report so far after every repeat: a run stopped by a time limit keeps them
             print(f"## after {i + 1} of {args.repeats} repeats\n\n"
-                  f"{report(comparisons, runs, walls)}\n", flush=True)
+                  f"{report(comparisons, runs, walls, cuts)}\n", flush=True)
 
 
 if __name__ == "__main__":

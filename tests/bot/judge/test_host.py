@@ -15,7 +15,7 @@ import pytest
 from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.host import HostNoise, host_noise, of_check, steady_state_units
 from compilewatch.bot.judge.verdicts import compare
-from compilewatch.core.schema import HostCheck
+from compilewatch.core.schema import Config, HostCheck
 from tests.factories import model_result, run_results
 
 GPU_BOUND = {"processes": 3, "process_spread": 0.007, "spread": 0.01, "launch_bound": False}
@@ -56,13 +56,19 @@ SILENCED = {  # host -> the changes whose verdict it silences
 }
 
 
+def _config(host: HostCheck) -> Config:
+    """The device the preflight was taken for: a GPU run's models ran on the GPU."""
+    return Config(device="cuda" if host.gpu_spread is not None else "cpu")
+
+
 @pytest.mark.parametrize("host", list(HOSTS))
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_a_preflight_silences_the_timings_of_the_unit_it_found_unsteady(host: str,
                                                                          change: str) -> None:
     b_kw, h_kw, metric = CHANGES[change]
-    base = run_results([model_result("m", seed=1, **b_kw)])
-    head = run_results([model_result("m", seed=2, **h_kw)])
+    config = _config(HOSTS[host])
+    base = run_results([model_result("m", seed=1, config=config, **b_kw)])
+    head = run_results([model_result("m", seed=2, config=config, **h_kw)])
     row = compare(base.model_copy(update={"host": HOSTS[host]}),
                   head.model_copy(update={"host": HOSTS[host]})).rows[0]
     got = getattr(row, metric)
@@ -75,9 +81,10 @@ def test_a_preflight_silences_the_timings_of_the_unit_it_found_unsteady(host: st
 
 @pytest.mark.parametrize("host", list(HOSTS))
 def test_an_aa_pair_is_never_flagged_whatever_the_preflight(host: str) -> None:
+    config = _config(HOSTS[host])
     for kind, (b_kw, _, metric) in CHANGES.items():
-        base = run_results([model_result("m", seed=3, **b_kw)])
-        head = run_results([model_result("m", seed=4, **b_kw)])
+        base = run_results([model_result("m", seed=3, config=config, **b_kw)])
+        head = run_results([model_result("m", seed=4, config=config, **b_kw)])
         row = compare(base.model_copy(update={"host": HOSTS[host]}),
                       head.model_copy(update={"host": HOSTS[host]})).rows[0]
         assert getattr(row, metric).verdict not in (Verdict.REGRESSION,
@@ -129,7 +136,7 @@ def test_only_a_model_both_sides_measured_gpu_bound_is_timed_on_the_device_alone
 
 
 def test_a_model_of_unknown_kind_is_silenced_by_a_noisy_cpu_beside_a_gpu() -> None:
-    kw = {**GPU_BOUND, "launch_bound": None}
+    kw = {**GPU_BOUND, "launch_bound": None, "config": Config(device="cuda")}
     base = run_results([model_result("m", seed=1, compiled_us=50.0, **kw)])
     head = run_results([model_result("m", seed=2, compiled_us=60.0, **kw)])
     host = HOSTS["gpu run, cpu noisy"]

@@ -19,7 +19,7 @@ from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.core.estimates import Estimate, Prior, geomean, ratio
-from compilewatch.core.schema import HostCheck
+from compilewatch.core.schema import Config, HostCheck, ModelResult
 from tests.factories import model_result, run_results
 
 GPU_BOUND = {"processes": 3, "process_spread": 0.007, "spread": 0.01}  # H200: 1-2% range
@@ -376,3 +376,57 @@ def test_a_changed_launch_bound_model_is_judged_against_base_eager_in_the_same_r
         assert "6 and 6 processes" in (rows[0].compiled_time.note or "")
     if change == 1.00 and referenced:
         assert [r.compiled_time.verdict for r in rows].count(Verdict.IMPROVEMENT) == 0
+
+
+def _cpu_processes(model: str, eager: list[float], compiled: list[float], seed: int,
+                   components: dict[str, str] | None = None) -> ModelResult:
+    """A CPU result whose timing processes have these eager and compiled medians (µs)."""
+    r = model_result(model, seed=seed, processes=len(eager), spread=0.01, eager_us=100.0,
+                     compiled_us=100.0, components=components)
+    assert r.latency is not None
+    e_out: list[float] = []
+    c_out: list[float] = []
+    for (e, c), me, mc in zip(r.latency.per_process(), eager, compiled, strict=True):
+        e_out += [x * me / 100.0 for x in e]
+        c_out += [x * mc / 100.0 for x in c]
+    return r.model_copy(update={"latency": r.latency.model_copy(update={
+        "eager_us": e_out, "compiled_us": c_out})})
+
+
+CHANGED_MODEL = {"gm": "gmhash0000000000", "example_inputs[0]": "longer0000000000"}
+
+
+@pytest.mark.parametrize(("case", "head_eager", "head_compiled", "components", "want"), [
+    # as on a loaded 2-core machine (an A/A pair of shape_branch: compiled +36%, eager +40%):
+    # head's processes ran on a host 40% slower
+    ("host slower on head, same code", [11.2, 11.3], [28.0, 28.3], None, Verdict.WITHIN_NOISE),
+    ("compiler-side slowdown, eager steady", [8.0, 8.1], [24.0, 24.3], None,
+     Verdict.REGRESSION),
+    ("compiler-side speedup, eager steady", [8.0, 8.1], [16.0, 16.2], None,
+     Verdict.IMPROVEMENT),
+    # the model changed: its eager moved because of the change and is never the witness
+    ("a changed model, eager moved with it", [11.2, 11.3], [28.0, 28.3], CHANGED_MODEL,
+     Verdict.REGRESSION),
+])
+def test_a_cpu_run_calls_an_unchanged_models_change_only_where_compiled_over_eager_agrees(
+        case: str, head_eager: list[float], head_compiled: list[float],
+        components: dict[str, str] | None, want: Verdict) -> None:
+    base = _cpu_processes("shape_branch", [8.0, 8.1], [20.0, 20.2], seed=1)
+    head = _cpu_processes("shape_branch", head_eager, head_compiled, seed=2,
+                          components=components)
+    row = compare(run_results([base]), run_results([head])).rows[0]
+    assert row.compiled_time is not None
+    assert row.compiled_time.verdict is want, (case, row.compiled_time)
+    disagreed = "disagree, so the host's speed moved" in (row.compiled_time.note or "")
+    assert disagreed is (case == "host slower on head, same code")
+
+
+def test_the_eager_witness_is_the_cpus_alone():
+    """On a GPU a GPU-bound model's eager is the host's noise, not a witness of the kernels."""
+    cuda = Config(device="cuda")
+    base = _cpu_processes("m", [8.0, 8.1], [20.0, 20.2], seed=1)
+    head = _cpu_processes("m", [11.2, 11.3], [28.0, 28.3], seed=2)
+    row = compare(run_results([base.model_copy(update={"config": cuda})]),
+                  run_results([head.model_copy(update={"config": cuda})])).rows[0]
+    assert row.compiled_time.verdict is Verdict.REGRESSION
+    assert "witnessed" not in row.compiled_time.method
