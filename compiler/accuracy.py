@@ -29,12 +29,37 @@ def flatten(out: Any) -> list[Any]:
     return []
 
 
+def _pair64(x: Any, y: Any, on_cpu: bool = False) -> tuple[Any, Any]:
+    """Both in float64 where they are: on a GPU the comparison runs there and only scalars come
+    back (copying a 100M-element output to the host and comparing it there took seconds of
+    every GPU model's first cold process). On the CPU, or where the two differ, on the host."""
+    if on_cpu or x.device != y.device:
+        return x.detach().double().cpu(), y.detach().double().cpu()
+    return x.detach().double(), y.detach().double()
+
+
+def _on_device_or_host(fn: Callable[[bool], Any]) -> Any:
+    """``fn(on_cpu=False)``, or on the host when the device has no room for the float64
+    copies (a model that nearly fills the GPU)."""
+    import torch
+
+    try:
+        return fn(False)
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return fn(True)
+
+
 def _errors(a: list[Any], b: list[Any]) -> tuple[float, float]:
+    return _on_device_or_host(lambda on_cpu: _errors_on(a, b, on_cpu))
+
+
+def _errors_on(a: list[Any], b: list[Any], on_cpu: bool) -> tuple[float, float]:
     import torch
 
     max_abs = max_rel = 0.0
     for x, y in zip(a, b, strict=True):
-        x64, y64 = x.detach().double().cpu(), y.detach().double().cpu()
+        x64, y64 = _pair64(x, y, on_cpu)
         if x64.shape != y64.shape:
             return float("inf"), float("inf")
         if x64.numel() == 0:
@@ -54,12 +79,12 @@ def _errors(a: list[Any], b: list[Any]) -> tuple[float, float]:
 def _within(a: list[Any], b: list[Any], atol: float, rtol: float) -> bool:
     import torch
 
-    return all(
-        x.shape == y.shape
-        and torch.allclose(x.detach().double().cpu(), y.detach().double().cpu(),
-                           atol=atol, rtol=rtol, equal_nan=True)
-        for x, y in zip(a, b, strict=True)
-    )
+    def on(on_cpu: bool) -> bool:
+        return all(x.shape == y.shape and torch.allclose(*_pair64(x, y, on_cpu), atol=atol,
+                                                         rtol=rtol, equal_nan=True)
+                   for x, y in zip(a, b, strict=True))
+
+    return _on_device_or_host(on)
 
 
 @dataclass

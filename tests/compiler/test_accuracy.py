@@ -1,5 +1,6 @@
 """Accuracy verdicts: tolerance first, then an fp64 reference for low precision."""
 
+import pytest
 import torch
 
 from compilewatch.compiler import accuracy
@@ -42,3 +43,58 @@ def test_determinism():
     x = torch.randn(5)
     assert accuracy.deterministic(x, x.clone())
     assert not accuracy.deterministic(x, x + 1e-7)
+
+
+INF, NAN = float("inf"), float("nan")
+
+# (compiled, eager, atol, rtol, passes): kinds of outputs a model returns
+CASES = {
+    "equal": (torch.ones(3), torch.ones(3), 0, 0, True),
+    "within tolerance": (torch.ones(3) + 1e-6, torch.ones(3), 1e-4, 1e-4, True),
+    "outside tolerance": (torch.ones(3) + 0.1, torch.ones(3), 1e-4, 1e-4, False),
+    "nan where eager has nan": (torch.tensor([NAN, 1.0]), torch.tensor([NAN, 1.0]), 0, 0, True),
+    "nan where eager has a number": (torch.tensor([NAN, 1.0]), torch.ones(2), 1, 1, False),
+    "inf of the same sign": (torch.tensor([INF, 1.0]), torch.tensor([INF, 1.0]), 0, 0, True),
+    "inf of the other sign": (torch.tensor([INF, 1.0]), torch.tensor([-INF, 1.0]), 1, 1, False),
+    "shape differs": (torch.zeros(2, 3), torch.zeros(3, 2), 1, 1, False),
+    "empty": (torch.zeros(0), torch.zeros(0), 0, 0, True),
+    "integers": (torch.arange(4), torch.arange(4), 0, 0, True),
+    "integers off by one": (torch.arange(4) + 1, torch.arange(4), 0, 0, False),
+    "booleans": (torch.tensor([True, False]), torch.tensor([True, False]), 0, 0, True),
+    "bfloat16": (torch.ones(8, dtype=torch.bfloat16), torch.ones(8, dtype=torch.bfloat16), 0,
+                 0, True),
+    "nested, one leaf off": ({"a": torch.ones(2), "b": (torch.zeros(2),)},
+                             {"a": torch.ones(2), "b": (torch.ones(2),)}, 1e-3, 1e-3, False),
+    "more tensors than eager": ((torch.ones(2), torch.ones(2)), (torch.ones(2),), 1, 1, False),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_matrix_of_outputs(case: str) -> None:
+    compiled, eager, atol, rtol, passes = CASES[case]
+    assert accuracy.compare(compiled, eager, atol, rtol).passed is passes
+
+
+def test_a_device_without_room_for_the_float64_copies_compares_on_the_host(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison runs where the outputs are; an out-of-memory there falls back to the
+    host, with the same answer."""
+    calls: list[bool] = []
+
+    def pair(x: torch.Tensor, y: torch.Tensor, on_cpu: bool = False):
+        calls.append(on_cpu)
+        if not on_cpu:
+            raise torch.cuda.OutOfMemoryError("no room for the float64 copies")
+        return x.detach().double().cpu(), y.detach().double().cpu()
+
+    monkeypatch.setattr(accuracy, "_pair64", pair)
+    v = accuracy.compare(torch.ones(3) + 0.5, torch.ones(3), 1e-4, 1e-4)
+    assert not v.passed and abs(v.max_abs_err - 0.5) < 1e-6
+    assert calls[0] is False and True in calls
+    assert accuracy.deterministic(torch.ones(2), torch.ones(2))
+
+
+def test_outputs_are_compared_in_float64_where_they_are() -> None:
+    x = torch.ones(2, dtype=torch.bfloat16)
+    a, b = accuracy._pair64(x, x)
+    assert a.dtype == b.dtype == torch.float64 and a.device == b.device == x.device
