@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import signal
 import statistics
 import subprocess
 import sys
@@ -153,12 +152,19 @@ def make_inject_repo(root: Path, suites: list[str], inject: bool = True) -> Path
                      {"inject.py": INJECT.format(head=True)})
 
 
+STOP_GRACE_S = 30  # what an interrupted pr may take to remove its worktrees
+MIN_REPEAT_S = 120  # a repeat with less left would be cut before any model finished
+
+
 def run_pr(repo: Path, out: Path, device: str, extra: list[str],
-           limit_s: float | None = None) -> tuple[dict, float, bool]:
-    """One ``pr`` and its comparison. Past ``limit_s`` it is interrupted (SIGINT, so it removes
-    its worktrees) and the comparison is made from the results it checkpointed after every
+           limit_s: float | None = None) -> tuple[dict, float, bool] | None:
+    """One ``pr`` and its comparison. Past ``limit_s`` it is stopped (SIGTERM, which ``pr``
+    unwinds like Ctrl-C, removing its worktrees; SIGINT is ignored by a job started in the
+    background) and the comparison is made from the results it checkpointed after every
     model: a repeat cut by a device call's limit still reports what it measured. The third
-    value says whether it was cut."""
+    value says whether it was cut; None: cut before any model finished."""
+    for stale in ("base.json", "head.json", "comparison.json"):  # an earlier run's, in --out
+        (out / stale).unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "compilewatch.bot.cli", "pr", "--repo", str(repo),
            "--base", "main", "--head", "head", "--device", device, "--measure-all",
            "--no-db", "--out", str(out), *extra]
@@ -168,9 +174,9 @@ def run_pr(repo: Path, out: Path, device: str, extra: list[str],
     try:
         rc, cut = proc.wait(timeout=limit_s), False
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
+        proc.terminate()
         try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -180,11 +186,16 @@ def run_pr(repo: Path, out: Path, device: str, extra: list[str],
         raise SystemExit(f"pr failed ({rc}); its log is above")
     if cut:
         if not all((out / f"{s}.json").exists() for s in ("base", "head")):
-            raise SystemExit(f"pr was cut at {took:.0f} s before any model finished")
-        subprocess.run([sys.executable, "-m", "compilewatch.bot.cli", "compare",
-                        str(out / "base.json"), str(out / "head.json"), "--format", "json",
-                        "--out", str(out / "comparison.json")], check=True,
-                       stdout=subprocess.DEVNULL)
+            print(f"pr was cut at {took:.0f} s before any model finished", file=sys.stderr)
+            return None
+        judged = subprocess.run([sys.executable, "-m", "compilewatch.bot.cli", "compare",
+                                 str(out / "base.json"), str(out / "head.json"), "--repo",
+                                 str(repo), "--format", "json", "--out",
+                                 str(out / "comparison.json")], stdout=subprocess.DEVNULL)
+        if judged.returncode != 0:
+            print(f"the cut repeat's checkpoints could not be compared ({judged.returncode})",
+                  file=sys.stderr)
+            return None
     return json.loads((out / "comparison.json").read_text()), took, cut
 
 
@@ -290,8 +301,9 @@ def main() -> None:
     ap.add_argument("--aa-only", action="store_true",
                     help="The untouched suites alone (no injected models): A/A repeats only.")
     ap.add_argument("--limit-s", type=float, default=None,
-                    help="Seconds for all repeats together: a pr still running then is "
-                         "interrupted and judged from the models it finished.")
+                    help="Seconds for all repeats together, stopping and judging included: a "
+                         "pr still running 40 s before it is stopped and judged from the "
+                         "models it finished; no repeat starts with under 2 minutes left.")
     ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
     args = ap.parse_args()
     suites = args.suite or ["micro", "hf"]
@@ -301,11 +313,15 @@ def main() -> None:
         out_root = args.out or Path(tmp) / "out"
         comparisons, runs, walls, cuts = [], [], [], []
         for i in range(args.repeats):
-            left = None if end is None else end - time.monotonic()
-            if left is not None and left <= 0:
+            # stopping takes up to STOP_GRACE_S and judging the checkpoints a few seconds
+            left = None if end is None else end - time.monotonic() - STOP_GRACE_S - 10
+            if left is not None and left < MIN_REPEAT_S:
                 break
             out = out_root / f"repeat-{i + 1}"
-            comparison, took, cut = run_pr(repo, out, args.device, args.extra, left)
+            done = run_pr(repo, out, args.device, args.extra, left)
+            if done is None:
+                break
+            comparison, took, cut = done
             comparisons.append(comparison)
             cuts.append(cut)
             runs.append({s: json.loads((out / f"{s}.json").read_text())

@@ -46,8 +46,9 @@ class HostNoise:
         if not self.gpu_run or (self.cpu and self.gpu):
             what = "timing and compile-time verdicts say so"
         elif self.cpu:
-            what = ("compile-time verdicts and launch-bound models' timing verdicts say so; "
-                    "GPU-bound models are judged on their own processes")
+            what = ("compile-time verdicts and the timing verdicts of launch-bound models (or "
+                    "of models not measured GPU-bound) say so; GPU-bound models are judged on "
+                    "their own processes")
         else:
             what = "steady-state timing verdicts say so; compile times are judged"
         return f"{self.detail}: {what} and never gate"
@@ -91,8 +92,10 @@ def host_noise(base: RunResults, head: RunResults) -> HostNoise:
         c, g = _units(run.host)
         cpu, gpu = cpu or c, gpu or g
         if c or g:
-            details.append(f"{_whose(name)} {_which(c, g, run.host.gpu_spread is not None)} "
-                           f"too noisy to judge ({run.host.detail})")
+            over = any(noisy_units(run.host.cpu_spread, run.host.gpu_spread))
+            which = _which(c, g, run.host.gpu_spread is not None) if over else \
+                "preflight said it was"  # by limits other than these: its own word
+            details.append(f"{_whose(name)} {which} too noisy to judge ({run.host.detail})")
     detail = "; ".join(dict.fromkeys(details)) or None
     return HostNoise(cpu=cpu, gpu=gpu, gpu_run=gpu_run, detail=detail)
 

@@ -90,6 +90,7 @@ class Judging:
     ident: tuple[str, str, str]
     noise: NoiseBands
     host: HostNoise = field(default_factory=HostNoise)
+    same_environment: bool = True
 
     def prior(self, metric: str) -> tuple[Prior, bool]:
         return self.noise.prior(self.ident, metric)
@@ -171,17 +172,23 @@ def _witnessed_by_eager(compiled: Delta, b: ModelResult, h: ModelResult,
     eager and compiled alike, so compiled/eager per round is a second witness that the host's
     speed cancels out of, and a change is called only where both see it. On a loaded 2-core
     machine an A/A pair's compiled time moved +35.8% [+4.8%, +76.0%] between sides (a
-    regression by itself) while eager moved +40% with it and compiled/eager +1.7%."""
+    regression by itself) while eager moved +40% with it and compiled/eager +1.7%.
+
+    Only a called change is questioned ("unchanged" stands whatever eager did), and only where
+    both sides ran in one environment: a different torch build moves eager by itself."""
     bl, hl = b.latency, h.latency
     assert bl is not None and hl is not None
+    if compiled.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT) \
+            or not judge.same_environment:
+        return compiled
     prior, calibrated = judge.prior("compiled_time_normalised")
     est = estimates.ratio(bl.normalised_per_process(), hl.normalised_per_process(),
                           confidence=judge.thresholds.confidence, prior=prior)
     ratio = _delta(est, bl.compiled_median_us, hl.compiled_median_us, threshold, judge,
                    calibrated=calibrated, timed_on=("host", "device"))
-    verdict = _agreed(compiled.verdict, ratio.verdict)
-    if verdict is compiled.verdict:
+    if ratio.verdict is None or ratio.verdict is compiled.verdict:
         return compiled
+    verdict = Verdict.NOISY if ratio.verdict is Verdict.NOISY else Verdict.WITHIN_NOISE
     note = (f"timed on the CPU and the model is unchanged: compiled time {_pct(compiled.ratio)} "
             f"and compiled/eager {_pct(ratio.ratio)} disagree, so the host's speed moved "
             "between processes")
@@ -349,12 +356,12 @@ def _samples(first: float | None, samples: list[float]) -> list[float]:
 
 def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                   expected: Expected | None = None, noise: NoiseBands | None = None,
-                  host: HostNoise | None = None) -> ModelRow:
-    """One model present on both sides."""
+                  host: HostNoise | None = None, same_environment: bool = True) -> ModelRow:
+    """One model present on both sides (``same_environment``: both ran on one torch build)."""
     if b.compile_skipped or h.compile_skipped:
         return _not_measured(b, h)
     exp = expected or Expected()
-    judge = Judging(t, b.ident, noise or NoiseBands(), host or HostNoise())
+    judge = Judging(t, b.ident, noise or NoiseBands(), host or HostNoise(), same_environment)
     both = _ran(b) and _ran(h)
     compiled, eager, speedup = _timings(b, h, judge) if both else (None, None, None)
     gb = rc = None
@@ -515,8 +522,9 @@ def compare(base: RunResults, head: RunResults, *,
     bb, hh = base.by_ident(), head.by_ident()
     common = sorted(bb.keys() & hh.keys())
     host = host_noise(base, head)
+    same_env = base.environment.fingerprint == head.environment.fingerprint
     rows = [compare_model(bb[i], hh[i], policy.for_model(i[1]),
-                          baseline.lookup(i) if baseline else None, noise, host)
+                          baseline.lookup(i) if baseline else None, noise, host, same_env)
             for i in common if Status.SKIP not in (bb[i].status, hh[i].status)]
     failing = [hh[i] for i in common if outcome(bb[i]) == "pass" and outcome(hh[i]) in FAILED]
     # A model that passed on base and is skipped on head must not leave the gate quietly: the
@@ -527,7 +535,7 @@ def compare(base: RunResults, head: RunResults, *,
     fixed = [hh[i] for i in common if outcome(bb[i]) in FAILED and outcome(hh[i]) == "pass"]
     verdicts = Counter(r.verdict for r in rows)
     notes = [host.note] if host.note else []
-    if base.environment.fingerprint != head.environment.fingerprint:
+    if not same_env:
         notes.append(f"base and head ran in different environments (torch "
                      f"{base.environment.torch} vs {head.environment.torch}); "
                      "differences may come from the environment, not the change")

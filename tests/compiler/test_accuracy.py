@@ -78,20 +78,59 @@ def test_a_matrix_of_outputs(case: str) -> None:
 def test_a_device_without_room_for_the_float64_copies_compares_on_the_host(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison runs where the outputs are; an out-of-memory there falls back to the
-    host, with the same answer."""
+    host (outside the ``except`` block, so the failed try's tensors are gone), with the same
+    answer."""
     calls: list[bool] = []
+    real = accuracy._pair64
 
     def pair(x: torch.Tensor, y: torch.Tensor, on_cpu: bool = False):
         calls.append(on_cpu)
         if not on_cpu:
             raise torch.cuda.OutOfMemoryError("no room for the float64 copies")
-        return x.detach().double().cpu(), y.detach().double().cpu()
+        return real(x, y, on_cpu)
 
     monkeypatch.setattr(accuracy, "_pair64", pair)
     v = accuracy.compare(torch.ones(3) + 0.5, torch.ones(3), 1e-4, 1e-4)
     assert not v.passed and abs(v.max_abs_err - 0.5) < 1e-6
     assert calls[0] is False and True in calls
     assert accuracy.deterministic(torch.ones(2), torch.ones(2))
+
+
+def test_the_host_path_copies_before_widening() -> None:
+    """On the host path the float64 copies are made on the host: converting on the device
+    first would need the room that just ran out."""
+    from torch.overrides import TorchFunctionMode
+
+    calls: list[str] = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.ones(3, dtype=torch.float16)
+    with Record():
+        a, _ = accuracy._pair64(x, x, on_cpu=True)
+    assert a.dtype == torch.float64 and a.device.type == "cpu"
+    assert calls.index("cpu") < calls.index("double")
+
+
+def test_comparing_does_not_change_a_float64_output() -> None:
+    """``.double()`` of a float64 tensor is the tensor itself: in-place work must not touch it."""
+    eager = torch.tensor([1.0, -2.0, float("inf")], dtype=torch.float64)
+    compiled = torch.tensor([1.5, -2.0, float("inf")], dtype=torch.float64)
+    before = (eager.clone(), compiled.clone())
+    accuracy.compare(compiled, eager, 1e-4, 1e-4)
+    assert torch.equal(eager, before[0]) and torch.equal(compiled, before[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_the_comparison_runs_there() -> None:
+    x = torch.ones(1000, device="cuda")
+    a, b = accuracy._pair64(x, x + 1)
+    assert a.device == b.device == x.device and a.dtype == torch.float64
+    assert accuracy.compare(x + 1e-6, x, 1e-4, 1e-4).passed
+    assert not accuracy.compare(x + 0.5, x, 1e-4, 1e-4).passed
 
 
 def test_outputs_are_compared_in_float64_where_they_are() -> None:

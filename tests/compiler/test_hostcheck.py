@@ -28,6 +28,7 @@ def test_noisy_is_judged_on_the_unit_that_times(cpu: float, gpu: float | None,
 
 def test_check_on_a_cpu_reports_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hostcheck, "cpu_spread", lambda: 0.3)
+    monkeypatch.setattr(hostcheck, "RETRY_PAUSE_S", 0.0)
     got = hostcheck.check("cpu")
     assert got.gpu_spread is None and got.noisy
     assert "CPU workload spread 30.0%" in got.detail

@@ -105,6 +105,10 @@ def test_the_report_says_which_unit_and_what_it_silenced() -> None:
     assert "the head run's GPU was too noisy" in c.notes[0]
     assert "timing and compile-time verdicts say so" in c.notes[0]  # both units, together
     assert compare(base, base).notes == []
+    flagged = HOSTS["gpu run, flagged by other limits"].model_copy(update={"detail": "x"})
+    c = compare(base.model_copy(update={"host": flagged}),
+                base.model_copy(update={"host": flagged}))
+    assert c.notes[0].startswith("the host's preflight said it was too noisy to judge (x)")
 
 
 def test_a_unit_unsteady_on_either_side_is_unsteady_for_the_comparison() -> None:

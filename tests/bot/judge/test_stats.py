@@ -407,6 +407,8 @@ CHANGED_MODEL = {"gm": "gmhash0000000000", "example_inputs[0]": "longer000000000
     # the model changed: its eager moved because of the change and is never the witness
     ("a changed model, eager moved with it", [11.2, 11.3], [28.0, 28.3], CHANGED_MODEL,
      Verdict.REGRESSION),
+    # compiled alone is judged where it calls no change, whatever eager did
+    ("eager moved, compiled steady", [8.8, 8.9], [20.0, 20.2], None, Verdict.WITHIN_NOISE),
 ])
 def test_a_cpu_run_calls_an_unchanged_models_change_only_where_compiled_over_eager_agrees(
         case: str, head_eager: list[float], head_compiled: list[float],
@@ -430,3 +432,16 @@ def test_the_eager_witness_is_the_cpus_alone():
                   run_results([head.model_copy(update={"config": cuda})])).rows[0]
     assert row.compiled_time.verdict is Verdict.REGRESSION
     assert "witnessed" not in row.compiled_time.method
+
+
+def test_the_eager_witness_needs_one_environment_on_both_sides():
+    """A different torch build moves eager by itself: there the compiled time is judged
+    alone (the comparison's note says the environments differ)."""
+    from tests.factories import environment
+
+    base = _cpu_processes("m", [8.0, 8.1], [20.0, 20.2], seed=1)
+    head = _cpu_processes("m", [11.2, 11.3], [28.0, 28.3], seed=2)
+    other = environment(fingerprint="e" * 32, torch="2.14.1+cpu")
+    c = compare(run_results([base]), run_results([head], env=other))
+    assert c.rows[0].compiled_time.verdict is Verdict.REGRESSION
+    assert any("different environments" in n for n in c.notes)
