@@ -287,7 +287,11 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
                                   if cut and cut[i] else "") for i, w in enumerate(walls)) + "."]
     for i, run in enumerate(runs, 1):
         fork = (run["base"].get("settings") or {}).get("isolation", "fork") == "fork"
-        lines.append(f"Repeat {i}: {budget([run['base'], run['head']], fork).line()}.")
+        host = run["base"].get("host") or {}
+        preflight = (f"host preflight {host.get('detail')}"
+                     f"{' (noisy)' if host.get('noisy') else ''}; " if host else "")
+        lines.append(f"Repeat {i}: {preflight}"
+                     f"{budget([run['base'], run['head']], fork).line()}.")
     return "\n".join(lines)
 
 
