@@ -199,11 +199,13 @@ def run_pr(repo: Path, out: Path, device: str, extra: list[str],
     return json.loads((out / "comparison.json").read_text()), took, cut
 
 
+def _result(results: dict, model: str, side: str) -> dict | None:
+    return next((r for r in results[side]["results"] if r["model"] == model), None)
+
+
 def _latency(results: dict, model: str, side: str) -> Latency | None:
-    for r in results[side]["results"]:
-        if r["model"] == model and r.get("latency"):
-            return Latency.model_validate(r["latency"])
-    return None
+    r = _result(results, model, side)
+    return Latency.model_validate(r["latency"]) if r and r.get("latency") else None
 
 
 def _process_medians(results: dict, model: str, side: str) -> list[float]:
@@ -219,17 +221,13 @@ def _referenced_medians(results: dict, model: str, side: str) -> list[float]:
 
 
 def _colds(results: dict, model: str, side: str) -> list[float]:
-    for r in results[side]["results"]:
-        if r["model"] == model:
-            return r["compile"]["cold_samples_s"] or [r["compile"]["cold_s"] or 0.0]
-    return []
+    r = _result(results, model, side)
+    return [] if r is None else r["compile"]["cold_samples_s"] or [r["compile"]["cold_s"] or 0.0]
 
 
 def _cold_cpus(results: dict, model: str, side: str) -> list[float]:
-    for r in results[side]["results"]:
-        if r["model"] == model:
-            return r["compile"].get("cold_cpu_samples_s") or []
-    return []
+    r = _result(results, model, side)
+    return [] if r is None else r["compile"].get("cold_cpu_samples_s") or []
 
 
 def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False,

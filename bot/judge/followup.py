@@ -37,13 +37,12 @@ def more_processes(base: ModelResult, head: ModelResult, thresholds: Thresholds,
     preflight found the unit that times this model too noisy: its verdict will say so, and
     more processes on that host would not change it.
     """
-    row = compare_model(base, head, thresholds, noise=noise, host=host)
-    d = row.compiled_time
-    if d is None or d.verdict not in UNDECIDED or d.ratio is None or d.threshold is None:
-        return None
     if host is not None and base.latency is not None and head.latency is not None and \
             host.silences(*steady_state_units(base.latency.launch_bound,
                                               head.latency.launch_bound)):
+        return None
+    d = compare_model(base, head, thresholds, noise=noise).compiled_time
+    if d is None or d.verdict not in UNDECIDED or d.ratio is None or d.threshold is None:
         return None
     reach = abs(math.log(d.ratio))
     if reach < math.log1p(d.threshold):

@@ -80,31 +80,20 @@ def of_check(check: HostCheck | None) -> HostNoise:
 
 
 def host_noise(base: RunResults, head: RunResults) -> HostNoise:
-    """Either side's preflight: a unit unsteady on one side is unsteady for the comparison."""
-    cpu = gpu = gpu_run = False
-    details = []
-    for name, run in (("base", base), ("head", head)):
-        if run.host is None or (name == "head" and run.host == base.host):
-            continue
-        if name == "base" and base.host == head.host:
-            name = "host"  # one preflight for both sides (as ``pr`` takes it)
-        gpu_run = gpu_run or run.host.gpu_spread is not None
-        c, g = _units(run.host)
-        cpu, gpu = cpu or c, gpu or g
-        if c or g:
-            over = any(noisy_units(run.host.cpu_spread, run.host.gpu_spread))
-            which = _which(c, g, run.host.gpu_spread is not None) if over else \
-                "preflight said it was"  # by limits other than these: its own word
-            details.append(f"{_whose(name)} {which} too noisy to judge ({run.host.detail})")
-    detail = "; ".join(dict.fromkeys(details)) or None
-    return HostNoise(cpu=cpu, gpu=gpu, gpu_run=gpu_run, detail=detail)
+    """Either side's preflight: a unit unsteady on one side is unsteady for the comparison.
+    One preflight taken for both sides (as ``pr`` takes it) is said once, as the host's."""
+    checks = [("the host's", base.host)] if base.host == head.host else \
+        [("the base run's", base.host), ("the head run's", head.host)]
+    read = [(whose, check, of_check(check)) for whose, check in checks if check is not None]
+    details = [f"{whose} {_which(check, n)} too noisy to judge ({check.detail})"
+               for whose, check, n in read if n.cpu or n.gpu]
+    return HostNoise(cpu=any(n.cpu for *_, n in read), gpu=any(n.gpu for *_, n in read),
+                     gpu_run=any(n.gpu_run for *_, n in read), detail="; ".join(details) or None)
 
 
-def _which(cpu: bool, gpu: bool, gpu_run: bool) -> str:
-    if not gpu_run:
+def _which(check: HostCheck, n: HostNoise) -> str:
+    if not any(noisy_units(check.cpu_spread, check.gpu_spread)):
+        return "preflight said it was"  # by limits other than these: its own word
+    if not n.gpu_run:
         return "CPU was"
-    return "CPU and GPU were" if cpu and gpu else ("CPU was" if cpu else "GPU was")
-
-
-def _whose(name: str) -> str:
-    return "the host's" if name == "host" else f"the {name} run's"
+    return "CPU and GPU were" if n.cpu and n.gpu else ("CPU was" if n.cpu else "GPU was")

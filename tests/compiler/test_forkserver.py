@@ -88,15 +88,13 @@ def test_a_lazy_package_is_preloaded_with_its_heavy_part():
 
 @pytest.mark.slow
 def test_the_server_imports_transformers_model_code_without_touching_cuda(tmp_path):
-    """What a forked hf worker would import again: in the server once, and fork stays clean."""
+    """What a forked hf worker would import again: the real server imports it once (it serves
+    until its input closes), and fork stays clean."""
     pytest.importorskip("transformers")
-    code = ("import sys\nfrom compilewatch.compiler import forkserver, worker\n"
-            "worker.import_compiler_stack()\n"
-            "import importlib\n"
-            "for m in forkserver.preload_modules(['transformers']):\n"
-            "    importlib.import_module(m)\n"
-            "import torch\n"
+    code = ("import sys\nfrom compilewatch.compiler import forkserver\n"
+            "forkserver.serve(['transformers'])\nimport torch\n"
             "print('transformers.modeling_utils' in sys.modules, torch.cuda.is_initialized())\n")
     out = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True,
-                         text=True, timeout=300, check=True)
+                         text=True, timeout=300, check=True, stdin=subprocess.DEVNULL)
+    assert '"ready": true' in out.stdout and '"skipped": []' in out.stdout
     assert out.stdout.split()[-2:] == ["True", "False"]
