@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -36,7 +36,7 @@ from compilewatch.compiler.protocol import (
 from compilewatch.compiler.quiet import QuietLock, guard_benchmarks
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
-from compilewatch.core.schema import Accuracy, Category, Memory
+from compilewatch.core.schema import Accuracy, Category, Config, Memory
 
 ERROR_TAIL = 4000
 STACKS = "stacks"  # where a worker asked for its stacks writes them
@@ -314,15 +314,24 @@ def run_eager(m: Model, check: bool = True) -> tuple[Any, bool]:
     return first, accuracy.deterministic(first, second, *m.tolerance) if check else True
 
 
+def compile_kwargs(own: Mapping[str, Any], config: Config) -> dict[str, Any]:
+    """``torch.compile``'s arguments: the model's own, then the config's mode and dynamic. The
+    default mode is left out: torch refuses a mode beside ``options`` (a model that sets
+    Inductor options failed every compile), and mode "default" sets nothing."""
+    kwargs = dict(own)
+    kwargs.setdefault("dynamic", config.dynamic)
+    if kwargs.setdefault("mode", config.mode) == "default":
+        del kwargs["mode"]
+    return kwargs
+
+
 def run_compile(m: Model, spec: WorkerSpec, probe: probes.CompileProbe,
                 quiet: QuietLock | None = None) -> tuple[Any, Any, CompileSample]:
     """First compiled call (timed: the compile, wall and process-tree CPU; minus what its
     autotuning waited for a quiet GPU), then the shape sweep (recompiles)."""
     import torch
 
-    kwargs = dict(m.mspec.compile_kwargs)
-    kwargs.setdefault("mode", spec.config.mode)
-    kwargs.setdefault("dynamic", spec.config.dynamic)
+    kwargs = compile_kwargs(m.mspec.compile_kwargs, spec.config)
     counter = _instruction_counter()
     try:
         compiled = torch.compile(m.fn, **kwargs)

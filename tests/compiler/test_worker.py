@@ -7,7 +7,9 @@ from typing import NamedTuple
 import pytest
 import torch
 
+from compilewatch.compiler import worker
 from compilewatch.compiler.worker import _clone
+from compilewatch.core.schema import Config
 
 
 class Out(NamedTuple):
@@ -248,3 +250,26 @@ def test_a_reference_that_fails_in_eager_is_dropped_and_never_head_s_failure(tmp
     assert out.latency is not None and out.latency.reference_us == [] and out.latency.eager_us
     assert any(n.startswith("no reference: base's mm failed in eager (eager_error)")
                for n in out.notes), out.notes
+
+
+@pytest.mark.parametrize(("own", "config", "want"), [
+    ({}, Config(), {"dynamic": None}),
+    ({}, Config(mode="reduce-overhead"), {"dynamic": None, "mode": "reduce-overhead"}),
+    ({"options": {"cpp.simdlen": 1}}, Config(), {"dynamic": None,
+                                                  "options": {"cpp.simdlen": 1}}),
+    ({"fullgraph": True, "dynamic": False}, Config(dynamic=True),
+     {"fullgraph": True, "dynamic": False}),
+    ({"mode": "max-autotune"}, Config(), {"dynamic": None, "mode": "max-autotune"}),
+])
+def test_compile_kwargs_leave_the_default_mode_out(own: dict, config: Config,
+                                                   want: dict) -> None:
+    assert worker.compile_kwargs(own, config) == want
+
+
+def test_a_model_with_inductor_options_compiles() -> None:
+    """torch refuses ``mode`` beside ``options``: such a model failed every compile."""
+    import torch
+
+    kwargs = worker.compile_kwargs({"options": {"epilogue_fusion": False}}, Config())
+    assert torch.compile(lambda x: x.sin() + 1, backend="inductor", **kwargs)(
+        torch.ones(4)).sum().item() > 0
