@@ -1,4 +1,5 @@
-"""Which cores a GPU timing process has to itself: its pinned cores and their SMT siblings.
+"""Which cores a GPU timing process has to itself (its pinned cores and their SMT siblings), and
+which cores each compile beside it runs on.
 
 A launch-bound model's time is its host's: on the H200 runner whole timing processes ran 10-50%
 slower on the host side (eager and compiled alike) while compiles ran on the other cores. A
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 TOPOLOGY = Path("/sys/devices/system/cpu")
@@ -77,18 +79,75 @@ def others(pinned: Iterable[int], topology: Path = TOPOLOGY) -> tuple[int, ...]:
 
 
 @contextlib.contextmanager
-def away(pinned: Iterable[int]) -> Iterator[None]:
+def away(pinned: Iterable[int], to: Iterable[int] = ()) -> Iterator[None]:
     """Keep this process (and what it starts: the fork server, listing children) off the
-    timing cores while measuring; its own affinity is put back after."""
+    timing cores while measuring, on ``to`` where given (the cores no compile slot holds);
+    its own affinity is put back after."""
     pinned = tuple(pinned)
     before = available()
     if not pinned:
         yield
         return
     with contextlib.suppress(AttributeError, OSError):
-        os.sched_setaffinity(0, others(pinned))
+        os.sched_setaffinity(0, tuple(to) or others(pinned))
     try:
         yield
     finally:
         with contextlib.suppress(AttributeError, OSError):
             os.sched_setaffinity(0, before)
+
+
+@dataclass
+class CoreGroups:
+    """The compile cores cut into ``slots`` equal groups of whole physical cores, one per
+    compile slot, and the rest, shared by the timing processes' preparation (build, warm
+    compile), the measuring parent and its fork server.
+
+    Why: a cold compile's wall time is what a compile-time verdict judges, and with four
+    compiles at once, each starting Inductor's compile workers for every core, they took each
+    other's cores: on the H200 the A/A bands of cold compile were 15-27%, so a +20% change sat
+    at the band's edge (docs/verdict-quality.md). On a group of its own a compile's time no
+    longer depends on what runs beside it. Groups are equal so that the two cold compiles of a
+    pair, run side by side, have the same cores."""
+
+    groups: list[tuple[int, ...]]
+    rest: tuple[int, ...]
+    free: list[tuple[int, ...]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.free = list(self.groups)
+
+    @classmethod
+    def of(cls, cores: Iterable[int], slots: int, topology: Path = TOPOLOGY) -> CoreGroups | None:
+        """``slots`` groups of ``len(units) // (slots + 1)`` physical cores (the rest is never
+        smaller than a group); None where that leaves a group no core."""
+        units = physical(cores, topology)
+        size = len(units) // (slots + 1) if slots > 0 else 0
+        if size < 1:
+            return None
+        groups = [tuple(sorted(c for u in units[i * size:(i + 1) * size] for c in u))
+                  for i in range(slots)]
+        rest = tuple(sorted(c for u in units[slots * size:] for c in u))
+        return cls(groups, rest)
+
+    def take(self) -> tuple[int, ...]:
+        """A free group for a compile that starts (the loop never runs more than ``slots``)."""
+        return self.free.pop(0)
+
+    def give(self, group: tuple[int, ...]) -> None:
+        if group in self.groups and group not in self.free:
+            self.free.append(group)
+
+
+def physical(cores: Iterable[int], topology: Path = TOPOLOGY) -> list[tuple[int, ...]]:
+    """``cores`` as physical cores: each a sorted tuple of its hardware threads among them."""
+    cores = set(cores)
+    seen: set[int] = set()
+    units: list[tuple[int, ...]] = []
+    for cpu in sorted(cores):
+        if cpu in seen:
+            continue
+        unit = tuple(sorted(siblings(cpu, topology) & cores))
+        seen.update(unit)
+        units.append(unit)
+    return units

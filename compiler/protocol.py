@@ -58,6 +58,9 @@ class WorkerSpec(_Frozen):
     trace_dir: str | None = None  # keep the structured trace of this compile here
     pin_cpus: tuple[int, ...] = ()  # where the measuring section runs
     prepare_cpus: tuple[int, ...] = ()  # where the rest runs (off the timing cores)
+    # Inductor's compile workers: as many as the cores this process compiles on (its compile
+    # slot's group, ``cpus.CoreGroups``); None: torch's default (every core it saw at import)
+    compile_threads: int | None = Field(None, ge=1)
     # a file (GPU runs): one timing section at a time, and every other GPU section waits while
     # one runs (``compiler/quiet.py``)
     device_lock: str | None = None

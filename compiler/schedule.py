@@ -101,6 +101,9 @@ class LoopSettings:
     # with overlap: timing processes started at once; each builds and compiles off the timing
     # cores, then waits for the device lock, so the GPU never waits for a process to start
     timing_ahead: int = 2
+    # with overlap: each compile slot on cores of its own (``cpus.CoreGroups``), so a cold
+    # compile's time does not depend on the compiles beside it
+    split_cores: bool = True
     measure_all: bool = False  # time models that are unchanged by construction too
     same_environment: bool = True  # both sides in one interpreter and environment
     changed: ChangedFiles | None = None  # what differs between the two sides' checkouts
@@ -208,9 +211,11 @@ class Loop:
     """One ``measure`` call's state; see the module docstring for what it does."""
 
     def __init__(self, sides: Sequence[Side], settings: LoopSettings, on_event: OnEvent,
-                 launcher: Launcher) -> None:
+                 launcher: Launcher, groups: cpus.CoreGroups | None = None) -> None:
         self.sides = {s.name: s for s in sides}
         self.settings = settings
+        # with overlap: each compile slot's cores, and the rest for timing processes' preparation
+        self.groups = groups
         self.on_event = on_event
         self.launcher = launcher
         self.states: dict[tuple[str, Ident], _JobState] = {}
@@ -456,12 +461,17 @@ class Loop:
 
     # --- running ---------------------------------------------------------------------------
 
-    def _spec(self, st: _JobState, task: _Task) -> tuple[WorkerSpec, Path]:
+    def _spec(self, st: _JobState, task: _Task, cores: tuple[int, ...] = ()
+              ) -> tuple[WorkerSpec, Path]:
+        """The worker's task; ``cores``: the compile slot's group it runs on (none: every
+        compile core)."""
         opts, job, kind, index, times = st.side.opts, st.job, task.kind, task.index, task.timing
         phase: Phase = "warm" if kind == "timing" else kind
         scan = kind == "scan"
         first_timing = (kind == "timing" and index == 1) or (times and kind == "cold")
         compile_cpus = self._compile_cpus(opts)
+        if compile_cpus and self.groups is not None:
+            compile_cpus = cores if cores else self.groups.rest
         pin = opts.pin_cpus if times else compile_cpus
         lock = str(self.launcher.root / "device.lock") if self.settings.overlap else None
         cache_dir = st.cache_dir
@@ -483,6 +493,8 @@ class Loop:
             check_accuracy=(kind == "cold" and index == 1) or kind == "warm_start",
             save_artifact=save, pin_cpus=pin, device_lock=lock,
             prepare_cpus=compile_cpus if times else (),
+            compile_threads=len(compile_cpus) if compile_cpus and self.groups is not None
+            else None,
             gpu_warmup_s=opts.gpu_warmup_s if times else 0.0,
             watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
             home_root=str(opts.home_root) if scan and opts.home_root else None,
@@ -528,9 +540,10 @@ class Loop:
             return ()
         return cpus.others(opts.pin_cpus)
 
-    def _run(self, task: _Task) -> tuple[_Task, WorkerOutput | None, float]:
+    def _run(self, task: _Task, cores: tuple[int, ...] = ()
+             ) -> tuple[_Task, WorkerOutput | None, float]:
         st = self.states[(task.side, ident(task.job))]
-        spec, cache_dir = self._spec(st, task)
+        spec, cache_dir = self._spec(st, task, cores)
         name = f"{task.side}-{task.job.suite.name}-{task.job.spec.name}-{task.job.config.slug}" \
                f"-{task.kind}{task.index}"
         if task.kind == "warm_start":
@@ -733,26 +746,33 @@ class Loop:
 
     def run(self) -> dict[str, list[JobRun]]:
         self.plan()
-        running: dict[Future[tuple[_Task, WorkerOutput | None, float]], bool] = {}
+        # each running process: whether it is in the timing lane, and its compile slot's cores
+        running: dict[Future[tuple[_Task, WorkerOutput | None, float]],
+                      tuple[bool, tuple[int, ...]]] = {}
         slots = max(1, self.settings.compile_slots) + max(1, self.settings.timing_ahead)
         with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="measure") as pool:
             try:
                 while self.compile_queue or self.timing_queue or running:
                     while (task := self._next()) is not None:
+                        cores: tuple[int, ...] = ()
                         if task.timing:
                             self.running_timing += 1
                         else:
                             self.running_compiles += 1
-                        running[pool.submit(self._run, task)] = task.timing
+                            if self.groups is not None and self.groups.free:
+                                cores = self.groups.take()
+                        running[pool.submit(self._run, task, cores)] = (task.timing, cores)
                     if not running:
                         break
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                     for fut in done:
-                        timing = running.pop(fut)
+                        timing, cores = running.pop(fut)
                         if timing:
                             self.running_timing -= 1
                         else:
                             self.running_compiles -= 1
+                        if cores and self.groups is not None:
+                            self.groups.give(cores)
                         self._record(*fut.result())
             except BaseException:
                 # Stopped (Ctrl-C, SIGTERM, a bug): kill the workers, or the pool would wait for
@@ -776,12 +796,14 @@ def measure(sides: Sequence[Side], settings: LoopSettings = LoopSettings(),
     needs_cuda = any(j.config.device == "cuda" for side in sides for j in side.jobs)
     pinned = sorted({c for side in sides for c in side.opts.pin_cpus}) if settings.overlap \
         else []
-    with cpus.away(pinned), \
+    groups = cpus.CoreGroups.of(cpus.others(pinned), settings.compile_slots) \
+        if pinned and settings.split_cores else None
+    with cpus.away(pinned, groups.rest if groups else ()), \
             Launcher(settings.isolation, preload, on_note=note, needs_cuda=needs_cuda) as launcher:
         for side in sides:
             launcher.prepare(side.opts.python or _executable(),
                              worker_env(Path(), side.opts.extra_env))
-        loop = Loop(sides, settings, on_event, launcher)
+        loop = Loop(sides, settings, on_event, launcher, groups)
         results = loop.run()
     for side in sides:  # the jobs' own order, whatever order they finished in
         pos = {ident(j): i for i, j in enumerate(side.jobs)}

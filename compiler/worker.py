@@ -465,6 +465,18 @@ def cuda_context(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> None:
         torch.cuda.synchronize()
 
 
+def compile_threads(spec: WorkerSpec) -> None:
+    """As many Inductor compile workers as this process has cores (``spec.compile_threads``),
+    not one per core of the machine, which torch decides once at import (a fork server's
+    import, for every child). A user's ``TORCHINDUCTOR_COMPILE_THREADS`` stands. The setting
+    is outside the FX cache key (torch ignores it there), so it changes no key."""
+    if spec.compile_threads is None or "TORCHINDUCTOR_COMPILE_THREADS" in os.environ:
+        return
+    import torch._inductor.config as inductor_config
+
+    inductor_config.compile_threads = spec.compile_threads
+
+
 def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     """Everything one worker process measures; raises ``Failure`` on a classified failure."""
     import torch
@@ -476,6 +488,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     gpu: GpuSection = quiet.shared if quiet else contextlib.nullcontext
     if spec.phase == "scan":
         return scan(spec, h, gpu)
+    compile_threads(spec)
     probe = probes.CompileProbe(trace_dir=spec.trace_dir, suite=spec.suite)
     probe.install()
     if quiet is not None:

@@ -85,3 +85,47 @@ def test_a_timing_process_moves_every_thread_it_started_not_only_its_main_one(ho
         assert seen["thread"] == [seen["core"]]
     else:
         assert seen["thread"] == sorted(os.sched_getaffinity(0))
+
+
+def test_compile_slots_get_equal_groups_of_whole_cores_and_the_rest_is_never_smaller(
+        tmp_path: Path) -> None:
+    """Eight threads on four cores (i and i+4 siblings), the timing core 7 and its sibling 3
+    kept out: three whole cores left. Two slots get one core each (both threads), never half
+    a core, and the rest gets as much as a slot."""
+    topo = _topology(tmp_path, {i: f"{i % 4},{i % 4 + 4}" for i in range(8)})
+    groups = cpus.CoreGroups.of([0, 1, 2, 4, 5, 6], 2, topo)
+    assert groups is not None
+    assert groups.groups == [(0, 4), (1, 5)] and groups.rest == (2, 6)
+
+
+@pytest.mark.parametrize(("cores", "slots", "size", "rest"), [
+    (15, 4, 3, 3),   # the H200 runner: 16 cores, one for timing
+    (16, 4, 3, 4),
+    (31, 8, 3, 7),
+    (9, 2, 3, 3),
+    (5, 4, 1, 1),
+])
+def test_groups_are_equal_disjoint_and_leave_a_rest(tmp_path: Path, cores: int, slots: int,
+                                                    size: int, rest: int) -> None:
+    groups = cpus.CoreGroups.of(range(cores), slots, tmp_path)  # no topology: a core alone
+    assert groups is not None
+    assert [len(g) for g in groups.groups] == [size] * slots and len(groups.rest) == rest
+    every = [c for g in groups.groups for c in g] + list(groups.rest)
+    assert sorted(every) == list(range(cores))  # disjoint, and nothing left out
+
+
+@pytest.mark.parametrize(("cores", "slots"), [(1, 1), (3, 4), (4, 4), (7, 0)])
+def test_too_few_cores_for_a_group_each_means_no_groups(tmp_path: Path, cores: int,
+                                                        slots: int) -> None:
+    assert cpus.CoreGroups.of(range(cores), slots, tmp_path) is None
+
+
+def test_a_group_is_taken_by_one_compile_at_a_time_and_given_back(tmp_path: Path) -> None:
+    groups = cpus.CoreGroups.of(range(6), 2, tmp_path)
+    assert groups is not None
+    a, b = groups.take(), groups.take()
+    assert a != b and not groups.free
+    groups.give(a)
+    groups.give(a)  # twice: still once
+    groups.give((99,))  # not one of them: ignored
+    assert groups.free == [a]

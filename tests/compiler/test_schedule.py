@@ -202,6 +202,70 @@ def test_on_a_gpu_compiles_overlap_timing_and_timing_queues_for_the_device_lock(
     assert len(seen.locks) == 1 and None not in seen.locks
 
 
+class _Cores:
+    """Records each process's kind, cores, compile threads, and the cores of the compiles
+    running when it started."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, tuple[int, ...]] = {}
+        self.seen: list[tuple[str, tuple[int, ...], tuple[int, ...], int | None,
+                              list[tuple[int, ...]]]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, spec, name):  # type: ignore[no-untyped-def]
+        kind = "timing" if spec.time_steady_state else "compile"
+        cores = spec.prepare_cpus if kind == "timing" else spec.pin_cpus
+        with self.lock:
+            self.seen.append((kind, cores, spec.pin_cpus, spec.compile_threads,
+                              list(self.running.values())))
+            if kind == "compile":
+                self.running[name] = cores
+        time.sleep(0.02)
+        with self.lock:
+            self.running.pop(name, None)
+        return worker_output(spec)
+
+
+@pytest.mark.parametrize(("cores", "split", "groups"), [
+    (16, True, True),    # the H200 runner: 15 compile cores, four slots of three
+    (16, False, False),  # split_cores off: every compile on every compile core, as before
+    (4, True, False),    # 3 compile cores cannot give four slots a core each and keep a rest
+])
+def test_each_compile_slot_runs_on_cores_of_its_own(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch, cores: int, split: bool,
+        groups: bool) -> None:
+    """A cold compile's wall time is what a compile-time verdict judges: compiles that run at
+    once never share a core, each has as many compile workers as cores, pairs get groups of
+    one size, and timing processes prepare on the rest, off the groups and the timing core."""
+    from compilewatch.compiler import cpus
+
+    monkeypatch.setattr(cpus, "available", lambda: set(range(cores)))
+    monkeypatch.setattr(cpus, "siblings", lambda cpu, topology=None: {cpu})
+    seen = _Cores()
+    _fake(monkeypatch, output=seen)
+    timing_core = cores - 1
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3,
+                      pin_cpus=(timing_core,))
+    sides = [Side("base", jobs, opts), Side("head", jobs, opts)]
+    measure(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
+                                timing_ahead=2, measure_all=True, split_cores=split))
+    compiles = [s for s in seen.seen if s[0] == "compile"]
+    timings = [s for s in seen.seen if s[0] == "timing"]
+    assert len(compiles) == 18 and len(timings) == 18
+    everywhere = tuple(range(cores - 1))
+    if not groups:
+        assert all(c[1] == everywhere and c[3] is None for c in compiles)
+        assert all(t[1] == everywhere and t[3] is None for t in timings)
+        return
+    rest = (12, 13, 14)
+    for _, mine, _, threads, beside in compiles:
+        assert len(mine) == 3 and threads == 3 and timing_core not in mine
+        assert not set(mine) & set(rest)
+        assert all(not set(mine) & set(other) for other in beside)  # never a shared core
+    assert len({c[1] for c in compiles}) == 4  # the four slots' groups, reused
+    assert all(t[1] == rest and t[2] == (timing_core,) and t[3] == 3 for t in timings)
+
+
 def _hold_device(lock: str, log: str, spec_json: str) -> None:
     import json
 

@@ -273,3 +273,35 @@ def test_a_model_with_inductor_options_compiles() -> None:
     kwargs = worker.compile_kwargs({"options": {"epilogue_fusion": False}}, Config())
     assert torch.compile(lambda x: x.sin() + 1, backend="inductor", **kwargs)(
         torch.ones(4)).sum().item() > 0
+
+
+@pytest.mark.parametrize(("threads", "env", "want"), [
+    (3, None, 3),      # the compile slot's cores
+    (1, None, 1),      # one core: compiles in the process itself, no compile workers
+    (None, None, 7),   # no group: torch's own choice stands
+    (3, "5", 7),       # the user's TORCHINDUCTOR_COMPILE_THREADS stands (torch read it)
+])
+def test_a_worker_compiles_with_as_many_threads_as_its_cores(
+        monkeypatch: pytest.MonkeyPatch, threads: int | None, env: str | None,
+        want: int) -> None:
+    import torch._inductor.config as inductor_config
+
+    from compilewatch.compiler.protocol import WorkerSpec
+
+    if env is None:
+        monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", env)
+    spec = WorkerSpec(suite="micro", model="m", config=Config(), phase="cold", large=False,
+                      rounds=1, block_ms=1.0, compile_threads=threads, out="", status_file="")
+    with inductor_config.patch(compile_threads=7):
+        worker.compile_threads(spec)
+        assert inductor_config.compile_threads == want
+
+
+def test_compile_threads_do_not_reach_the_fx_cache_key() -> None:
+    """What lets a slot's compile set them: a timing process with other threads must hit the
+    cache a cold compile filled (torch leaves the setting out of the key)."""
+    import torch._inductor.config as inductor_config
+
+    assert "compile_threads" in inductor_config._cache_config_ignore_prefix
