@@ -15,6 +15,11 @@ on a throwaway repository holding the default GPU suite's files (``micro``, ``hf
 - ``measure-all``: the README commit pair with ``--measure-all`` (every model timed, the worst
   case of a PR that touches every model).
 
+With ``--warm-nightly`` a ``compilewatch nightly`` of the repository's main branch first
+publishes signed, verified cache artifacts to a folder (its wall time printed apart), and every
+``pr`` then loads them (``--warm-cache DIR`` with the nightly's public key pinned), as the PR
+workflow does with the newest nightly release.
+
 It prints the wall time and the budget per phase: process-seconds per harness phase summed over
 every worker of both sides (imports paid once by a fork server count once), and the harness's
 own work (everything but imports, compiles, timing and waiting for the device) as a share of
@@ -58,11 +63,37 @@ def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str],
     models = len(results)
     timed = sum(r.get("latency") is not None for r in results)
     compiled = sum(r["compile"].get("cold_s") is not None for r in results)
+    warm_started = sum((r.get("compile") or {}).get("warm_start_s") is not None
+                       for r in results)
     b = budget(sides, fork=isolation == "fork")
     headline = json.loads((out / "comparison.json").read_text())["headline"]
     return {"wall": wall, "phases": dict(b.phases), "harness": b.harness, "models": models,
-            "timed": timed, "compiled": compiled, "headline": headline, "share": b.share(),
+            "timed": timed, "compiled": compiled, "warm_started": warm_started,
+            "headline": headline, "share": b.share(),
             "share_without_cuda": b.share(without_cuda=True)}
+
+
+def nightly(repo: Path, tmp: Path, device: str) -> list[str]:
+    """Publish the main branch's verified artifacts as a nightly would (one cold compile and
+    one timing process a model: the artifact is what matters here); the ``pr`` arguments that
+    load them."""
+    cli = [sys.executable, "-m", "compilewatch.bot.cli"]
+    key, published = tmp / "nightly.pem", tmp / "published"
+    made = subprocess.run([*cli, "keys", "generate", "--out", str(key)], check=True,
+                          capture_output=True, text=True).stdout
+    public = next(line.split(": ", 1)[1] for line in made.splitlines()
+                  if line.startswith("public key: "))
+    t0 = time.monotonic()
+    proc = subprocess.run([*cli, "nightly", "--device", device, "--no-db", "--cold-processes",
+                           "1", "--processes", "1", "--rounds", "3", "--out",
+                           str(tmp / "nightly-out"), "--publish-dir", str(published),
+                           "--signing-key-file", str(key), "-q"], cwd=repo,
+                          stdout=subprocess.DEVNULL)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"nightly failed ({proc.returncode}); its log is above")
+    print(f"nightly (publishes the warm cache): {time.monotonic() - t0:.0f} s", file=sys.stderr,
+          flush=True)
+    return ["--warm-cache", str(published), "--cache-public-key", public]
 
 
 def table(rows: list[tuple[str, str, dict]]) -> str:
@@ -88,6 +119,8 @@ def main() -> None:
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), default=None)
     ap.add_argument("--suite", action="append", default=None)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--warm-nightly", action="store_true",
+                    help="Publish a nightly's artifacts first; every pr loads them.")
     ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
     args = ap.parse_args()
     suites = args.suite or ["micro", "hf"]
@@ -95,15 +128,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pr-wall-") as tmp:
         repo = user_repo(Path(tmp), suites)
         out = args.out or Path(tmp) / "out"
+        warm = nightly(repo, Path(tmp), args.device) if args.warm_nightly else []
         for scenario in args.scenario or list(SCENARIOS):
             for isolation in args.isolation or ["fork", "spawn"]:
                 r = run(repo, out / f"{scenario}-{isolation}", args.device, isolation,
-                        [*SCENARIOS[scenario], *args.extra], HEAD_OF.get(scenario, "head"))
+                        [*SCENARIOS[scenario], *warm, *args.extra],
+                        HEAD_OF.get(scenario, "head"))
                 rows.append((scenario, isolation, r))
                 h = r["headline"]
                 print(f"{scenario} {isolation}: {r['wall']:.0f} s; {h['regressions']} "
                       f"regressions, {h['improvements']} improvements, {h['unchanged']} "
-                      f"unchanged, {h['within_noise']} within noise, {h['noisy']} noisy",
+                      f"unchanged, {h['within_noise']} within noise, {h['noisy']} noisy; "
+                      f"{r['warm_started']} model-sides warm-started from an artifact",
                       file=sys.stderr, flush=True)
                 print(table(rows), flush=True)  # so far: a run stopped by a limit keeps it
 

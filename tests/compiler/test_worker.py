@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -305,3 +307,42 @@ def test_compile_threads_do_not_reach_the_fx_cache_key() -> None:
     import torch._inductor.config as inductor_config
 
     assert "compile_threads" in inductor_config._cache_config_ignore_prefix
+
+
+_PIN = """
+import json, os, sys
+from compilewatch.compiler import worker
+worker.pin_early(sys.argv[1])
+print(json.dumps(sorted(os.sched_getaffinity(0))))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two cores and sched_setaffinity")
+@pytest.mark.parametrize(("spec", "moves"), [
+    ({"prepare_cpus": ["FIRST"], "pin_cpus": ["LAST"]}, "first"),  # prepares off the timing core
+    ({"pin_cpus": ["FIRST"]}, "first"),                            # a compile slot's group
+    ({}, None),                                                    # nothing to pin: stays
+    ("not json", None),                                            # start() reports it, not this
+    ({"prepare_cpus": "x"}, None),
+    ({"prepare_cpus": [9999]}, None),                              # no such core: stays
+    (None, None),                                                  # no spec file at all
+])
+def test_a_spawned_worker_moves_to_its_cores_before_it_imports_torch(
+        tmp_path: Path, spec: object, moves: str | None) -> None:
+    import json
+    import subprocess
+    import sys
+
+    cores = sorted(os.sched_getaffinity(0))
+    first, last = cores[0], cores[-1]
+    path = tmp_path / "spec.json"
+    if isinstance(spec, dict):
+        fixed = {k: [first if c == "FIRST" else last if c == "LAST" else c for c in v]
+                 if isinstance(v, list) else v for k, v in spec.items()}
+        path.write_text(json.dumps(fixed))
+    elif isinstance(spec, str):
+        path.write_text(spec)
+    out = subprocess.run([sys.executable, "-c", _PIN, str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == ([first] if moves == "first" else cores)
