@@ -89,11 +89,17 @@ measure_options = _stacked(
     click.option("--pin-cpus", default=None, metavar="N[,N...]",
                  help="CPU cores the timing processes run on. Default: the last core on "
                       "cuda, none on cpu."),
+    click.option("--ready-compile-workers", is_flag=True,
+                 help="Start Inductor's compile workers while the model builds and wait "
+                      "for them before a compile's clock starts, so every kernel compiles "
+                      "in them (by default torch compiles a kernel in the process itself "
+                      "while they start: a race that moves short cold compiles)."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 
 MEASURE_KEYS = ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
-                "cold_processes", "isolation", "compile_slots", "pin_cpus")
+                "cold_processes", "isolation", "compile_slots", "pin_cpus",
+                "ready_compile_workers")
 
 
 def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:

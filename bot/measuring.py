@@ -83,6 +83,7 @@ class MeasureOptions:
     timing_processes: int | None = None  # 0: the cold process times itself (--no-warm)
     isolation: Isolation = "fork"
     compile_slots: int | None = None
+    ready_compile_workers: bool = False
     pin_cpus: tuple[int, ...] | None = None
     measure_all: bool = False
     quiet: bool = False
@@ -132,6 +133,7 @@ class MeasureOptions:
         return RunOptions(rounds=r.rounds, block_ms=r.block_ms, timeout_s=r.timeout_s,
                           cold_processes=r.cold_processes, timing_processes=r.timing_processes,
                           python=python, pin_cpus=r.pin_cpus or (),
+                          ready_compile_workers=r.ready_compile_workers,
                           gpu_warmup_s=0.5 if self.gpu else 0.0, **extra)
 
     def loop_settings(self, same_environment: bool = True,
@@ -209,7 +211,8 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
                              block_ms=r.block_ms, trigger=trigger, side=side,
                              cold_processes=r.cold_processes or 1,
                              timing_processes=r.timing_processes or 1,
-                             isolation=r.isolation),
+                             isolation=r.isolation,
+                             ready_compile_workers=r.ready_compile_workers),
         results=model_results, host=host)
 
 

@@ -61,6 +61,9 @@ class WorkerSpec(_Frozen):
     # Inductor's compile workers: as many as the cores this process compiles on (its compile
     # slot's group, ``cpus.CoreGroups``); None: torch's default (every core it saw at import)
     compile_threads: int | None = Field(None, ge=1)
+    # start Inductor's compile workers early and wait for them before the compile's clock
+    # (``compiler/compileworkers.py``)
+    ready_compile_workers: bool = False
     # a file (GPU runs): one timing section at a time, and every other GPU section waits while
     # one runs (``compiler/quiet.py``)
     device_lock: str | None = None

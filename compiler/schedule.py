@@ -77,6 +77,7 @@ class RunOptions:
     warm_cache: WarmCache | None = None  # load a published artifact for a warm-start compile
     pin_cpus: tuple[int, ...] = ()  # timing processes run on these cores
     gpu_warmup_s: float = 0.0
+    ready_compile_workers: bool = False  # compile workers ready before a compile's clock
     # keep each first cold compile's structured trace (gzip) in this folder; results name it
     # relative to ``diagnostics_base``
     diagnostics_dir: Path | None = None
@@ -495,6 +496,7 @@ class Loop:
             prepare_cpus=compile_cpus if times else (),
             compile_threads=len(compile_cpus) if compile_cpus and self.groups is not None
             else None,
+            ready_compile_workers=opts.ready_compile_workers,
             gpu_warmup_s=opts.gpu_warmup_s if times else 0.0,
             watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
             home_root=str(opts.home_root) if scan and opts.home_root else None,

@@ -25,7 +25,16 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from compilewatch.compiler import accuracy, artifacts, cpus, probes, proctree, reads, timing
+from compilewatch.compiler import (
+    accuracy,
+    artifacts,
+    compileworkers,
+    cpus,
+    probes,
+    proctree,
+    reads,
+    timing,
+)
 from compilewatch.compiler.protocol import (
     CompileSample,
     LatencySample,
@@ -465,6 +474,11 @@ def cuda_context(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> None:
         torch.cuda.synchronize()
 
 
+def _noted(notes: list[str], note: str | None) -> None:
+    if note:
+        notes.append(note)
+
+
 def compile_threads(spec: WorkerSpec) -> None:
     """As many Inductor compile workers as this process has cores (``spec.compile_threads``),
     not one per core of the machine, which torch decides once at import (a fork server's
@@ -491,6 +505,8 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     compile_threads(spec)
     probe = probes.CompileProbe(trace_dir=spec.trace_dir, suite=spec.suite)
     probe.install()
+    if spec.ready_compile_workers:  # they start while the model builds and runs eager
+        _noted(probe.notes, compileworkers.start())
     if quiet is not None:
         try:
             guarded = guard_benchmarks(quiet)
@@ -518,6 +534,9 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
                 artifacts.load(spec.load_artifact)
             except CacheArtifactError as e:
                 raise Failure(Category.INFRA, str(e)) from e
+    if spec.ready_compile_workers:
+        with h.phase("compile_workers"):
+            _noted(probe.notes, compileworkers.wait())
     with h.phase("compile"):
         compiled, out, result["compile"] = run_compile(m, spec, probe, quiet)
     if spec.save_artifact:

@@ -453,6 +453,9 @@ class RunSettings(_Model):
     cold_processes: Positive32 = 1
     timing_processes: Positive32 = 1
     isolation: Literal["spawn", "fork"] = "spawn"
+    # Inductor's compile workers started early and ready before each compile's clock
+    # (``compiler/compileworkers.py``); False: torch's own race decides where kernels compile
+    ready_compile_workers: bool = False
 
 
 class HostCheck(_Model):

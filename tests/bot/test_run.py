@@ -61,3 +61,28 @@ def test_the_git_block_is_the_checkout_or_empty(harness_suite: str, tmp_path: Pa
     plain.mkdir()
     _run(harness_suite, tmp_path / "out.json", tmp_path, repo=plain)  # not a checkout
     assert load_results(tmp_path / "out.json").git.commit is None
+
+
+@pytest.mark.parametrize("ready", [True, False])
+def test_ready_compile_workers_reaches_every_worker_and_the_results(
+        harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        ready: bool) -> None:
+    """The flag changes what a cold compile's time means, so every worker gets it and the
+    results file says which way its compiles were timed."""
+    from tests.factories import worker_output
+
+    seen: list[bool] = []
+
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        seen.append(spec.ready_compile_workers)
+        return worker_output(spec)
+
+    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, output=output))
+    out = tmp_path / "results.json"
+    run_command(RunRequest(
+        suites=(harness_suite,), models=("breaks",), out=out,
+        db_url=f"sqlite:///{tmp_path / 'cw.db'}", repo=CHECKOUT,
+        measure=MeasureOptions(rounds=3, block_ms=2.0, timeout_s=60.0, timing_processes=1,
+                               ready_compile_workers=ready, quiet=True)))
+    assert seen and set(seen) == {ready}
+    assert load_results(out).settings.ready_compile_workers is ready
