@@ -144,7 +144,7 @@ COLD_FACTOR = 1.2  # the cold-compile change applied to the untouched models' ow
 CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elements)",
            "tblock": "model +5% (sequence)", "launch_bound": "model +10% (four more layers)",
            "compiler_side": "compiler-side, compiled graph only",
-           "cold_heavy": "cold compile (1.5 times the steps)"}
+           "cold_heavy": "cold compile (more kernels)"}
 
 
 def make_inject_repo(root: Path, suites: list[str], inject: bool = True) -> Path:
@@ -214,11 +214,14 @@ def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int]:
     meets on this runner, model by model, beside the one injected model that really
     compiles more."""
     head = json.loads(json.dumps(run["head"]))
+    judgeable = {r["model"] for r in run["base"]["results"]
+                 if len((r.get("compile") or {}).get("cold_samples_s") or []) >= 2}
     untouched = set()
     for r in head["results"]:
         c = r.get("compile") or {}
-        if r["model"] in CHANGED or not c.get("cold_samples_s") or not c.get("cold_s"):
-            continue
+        if r["model"] in CHANGED or r["model"] not in judgeable or not c.get("cold_s") \
+                or len(c.get("cold_samples_s") or []) < 2:
+            continue  # one sample a side is shown, never judged: not a miss
         untouched.add(r["model"])
         c["cold_samples_s"] = [x * factor for x in c["cold_samples_s"]]
         c["cold_cpu_samples_s"] = [x * factor for x in c.get("cold_cpu_samples_s") or []]
@@ -230,6 +233,8 @@ def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int]:
                              str(out / "base.json"), str(out / "head.json"), "--format", "json",
                              "--out", str(out / "comparison.json")], stdout=subprocess.DEVNULL)
     if judged.returncode != 0:
+        print(f"the scaled cold compiles could not be compared ({judged.returncode}); "
+              "not counted", file=sys.stderr)
         return 0, 0
     rows = json.loads((out / "comparison.json").read_text())["rows"]
     want = "regression" if factor > 1 else "improvement"
@@ -343,6 +348,10 @@ def rejudge(dirs: list[Path]) -> None:
     comparisons, runs, scaled = [], [], []
     with tempfile.TemporaryDirectory(prefix="verdict-quality-judge-") as tmp:
         for i, d in enumerate(dirs):
+            if not all((d / f"{s}.json").is_file() for s in ("base", "head")):
+                print(f"{d}: no base.json and head.json (a repeat cut before its first "
+                      "model, or not kept); skipped", file=sys.stderr)
+                continue
             run = {s: json.loads((d / f"{s}.json").read_text()) for s in ("base", "head")}
             out = Path(tmp) / f"repeat-{i + 1}"
             out.mkdir()
@@ -355,6 +364,8 @@ def rejudge(dirs: list[Path]) -> None:
             comparisons.append(json.loads((out / "comparison.json").read_text()))
             runs.append(run)
             scaled.append(scaled_cold(run, out / "cold-scaled", COLD_FACTOR))
+    if not runs:
+        raise SystemExit("nothing to judge: no folder held base.json and head.json")
     print(report(comparisons, runs, [], None, scaled))
 
 

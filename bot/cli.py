@@ -90,10 +90,11 @@ measure_options = _stacked(
                  help="CPU cores the timing processes run on. Default: the last core on "
                       "cuda, none on cpu."),
     click.option("--ready-compile-workers", is_flag=True,
-                 help="Start Inductor's compile workers while the model builds and wait "
-                      "for them before a compile's clock starts, so every kernel compiles "
-                      "in them (by default torch compiles a kernel in the process itself "
-                      "while they start: a race that moves short cold compiles)."),
+                 help="Start Inductor's compile workers while a cold compile's model "
+                      "builds and wait for them before its clock starts, so every Triton "
+                      "kernel compiles in them (by default torch compiles a kernel in the "
+                      "process itself until they are up: a race suspected of moving short "
+                      "cold compiles). Off by default until measured on a GPU."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 

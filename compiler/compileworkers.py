@@ -2,24 +2,27 @@
 (``--ready-compile-workers``).
 
 Why: torch starts its pool of compile workers when ``torch.compile`` builds the Inductor
-backend, and compiles each kernel in the pool only if the pool *happens* to be ready at that
-moment (``AsyncCompile.use_process_pool`` returns whether a dummy job has finished), in the
-process itself otherwise. The pool's start imports torch in a sidecar process: seconds. A cold
-compile of a few seconds therefore compiles some kernels here and some there, depending on a
-race, and its wall and CPU time vary with who won: on the H200 a micro model's cold compiles
-spread 5-8% (standard deviation of the log) within one side, with each compile on cores of its
-own. Started while the worker builds the model and runs eager, and waited for before the clock
-starts, every kernel goes to the pool, every time. The wait is the phase ``compile_workers``:
-Inductor's start-up, like the import, and not the compile the verdict judges.
+backend, and compiles a Triton kernel in the pool only if the pool *happens* to be ready at
+that moment (``AsyncCompile.use_process_pool`` returns whether a dummy job has finished), in
+the process itself otherwise. The pool's start imports torch in a sidecar process: seconds. A
+cold compile of a few seconds may therefore compile some kernels here and some there,
+depending on a race. On the H200 a micro model's cold compiles spread 5-8% (standard
+deviation of the log) within one side with each compile on cores of its own; this race is the
+suspected cause, not a measured one. Started while the worker builds the model and runs
+eager, and answered by a fresh job before the clock starts, every kernel goes to the pool.
+The wait is the phase ``compile_workers``: Inductor's start-up, like the import, and not the
+compile the verdict judges.
 
-Private torch APIs, so each step checks that they exist; where one does not (another torch), the
-compile runs as torch would run it and a note says the race was not removed.
+Only where torch itself would start the pool (Triton installed, ``TORCH_WARM_POOL`` not 0,
+more than one compile thread): C++ kernels use threads, not this pool. Private torch APIs, so
+each step checks that they exist; where one does not, the compile runs as torch would run it
+and a note says the race was not removed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
+import os
 from typing import Any
 
 WAIT_S = 120.0  # torch's own default for wait_pool_ready
@@ -42,14 +45,28 @@ def _threads(ac: Any) -> int:
     return int(inductor_config.compile_threads or 1)
 
 
+def applies() -> bool:
+    """Whether torch would start a compile-worker pool here at all (its own conditions in
+    ``maybe_warm_pool``, and more than one compile thread)."""
+    ac = _async_compile()
+    if ac is None or _threads(ac) <= 1 or os.environ.get("TORCH_WARM_POOL", "1") != "1":
+        return False
+    return _has_triton()
+
+
+def _has_triton() -> bool:
+    try:
+        from torch.utils._triton import has_triton_package
+    except ImportError:
+        return False
+    return bool(has_triton_package())
+
+
 def start() -> str | None:
     """Start the pool now (one worker per compile thread), as torch.compile's backend would at
-    the first compile. None: started, or nothing to start (one compile thread compiles in the
-    process itself); else why not."""
+    the first compile. None: started, or nothing to start (``applies``); else why not."""
     ac = _async_compile()
-    if ac is None:
-        return "compile workers not started: torch._inductor.async_compile is missing"
-    if _threads(ac) <= 1:
+    if ac is None or not applies():
         return None
     pool = getattr(ac, "AsyncCompile", None)
     if pool is None or not hasattr(pool, "warm_pool"):
@@ -64,29 +81,29 @@ def start() -> str | None:
 
 
 def wait(timeout_s: float = WAIT_S) -> str | None:
-    """Block until the pool answers a job, so that every kernel of the compile that follows is
-    compiled there. None: ready (or no pool: one compile thread); else why not, and the compile
-    then runs with the race."""
+    """Block until the pool's workers answer a job submitted now, so that every kernel of the
+    compile that follows goes to them. A job answered earlier is not enough: torch shuts idle
+    workers down after a while (``quiesce_async_compile_time``, 60 s) and starts them again at
+    the next job, inside the compile's clock. None: ready, or no pool (``applies``); else why
+    not, and the compile then runs as torch would run it."""
     ac = _async_compile()
-    if ac is None or _threads(ac) <= 1:
+    if ac is None or not applies():
         return None
     pool = getattr(ac, "AsyncCompile", None)
-    ready = getattr(pool, "wait_pool_ready", None)
-    if ready is not None:
-        try:
-            ready(timeout=timeout_s)
-        except Exception as e:
-            return f"compile workers not ready ({type(e).__name__}: {e}); compiled as torch would"
-        return None
-    use = getattr(pool, "use_process_pool", None)
-    if use is None:
+    process_pool = getattr(pool, "process_pool", None)
+    if process_pool is None:
         return "this torch cannot say when its compile workers are ready; compiled as torch would"
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        try:
-            if use():
-                return None
-        except Exception as e:
-            return f"compile workers not ready ({type(e).__name__}: {e}); compiled as torch would"
-        time.sleep(0.01)
-    return f"compile workers not ready after {timeout_s:.0f} s; compiled as torch would"
+    try:
+        with contextlib.suppress(AttributeError):
+            pool.wakeup()
+        own = getattr(pool, "wait_pool_ready", None)
+        if own is not None:  # torch's ready job, which its use_process_pool asks about
+            own(timeout=timeout_s)
+        made = getattr(process_pool(), "ready_future", None)  # older torch: made with the pool
+        if made is not None:
+            made.result(timeout=timeout_s)
+        job = getattr(pool, "_get_ready", None) or os.getpid
+        process_pool().submit(job).result(timeout=timeout_s)
+    except Exception as e:
+        return f"compile workers not ready ({type(e).__name__}: {e}); compiled as torch would"
+    return None

@@ -761,7 +761,7 @@ class Loop:
                             self.running_timing += 1
                         else:
                             self.running_compiles += 1
-                            if self.groups is not None and self.groups.free:
+                            if self.groups is not None:  # never more compiles than slots
                                 cores = self.groups.take()
                         running[pool.submit(self._run, task, cores)] = (task.timing, cores)
                     if not running:
@@ -788,6 +788,25 @@ class Loop:
         return self.results
 
 
+def _core_groups(sides: Sequence[Side], settings: LoopSettings, pinned: Sequence[int],
+                 note: Callable[[str], None]) -> cpus.CoreGroups | None:
+    """Each compile slot's cores (``cpus.CoreGroups``), where compiles overlap timing. Not
+    with ``--no-warm``: a first cold compile that times itself is in the timing lane and would
+    prepare on the shared rest while the other cold compiles had cores of their own."""
+    if not (pinned and settings.split_cores):
+        return None
+    if any(side.opts.timing_processes == 0 for side in sides):
+        note("compile slots share the compile cores: with --no-warm the first cold compile "
+             "times itself in the timing lane, so no slot gets cores of its own")
+        return None
+    compile_cores = cpus.others(pinned)
+    groups = cpus.CoreGroups.of(compile_cores, settings.compile_slots)
+    if groups is None:
+        note(f"compile slots share the compile cores: {len(compile_cores)} cannot give "
+             f"{settings.compile_slots} slots a core each and keep one for the rest")
+    return groups
+
+
 def measure(sides: Sequence[Side], settings: LoopSettings = LoopSettings(),
             on_event: OnEvent = lambda _: None, preload: Sequence[str] = ()
             ) -> dict[str, list[JobRun]]:
@@ -798,8 +817,7 @@ def measure(sides: Sequence[Side], settings: LoopSettings = LoopSettings(),
     needs_cuda = any(j.config.device == "cuda" for side in sides for j in side.jobs)
     pinned = sorted({c for side in sides for c in side.opts.pin_cpus}) if settings.overlap \
         else []
-    groups = cpus.CoreGroups.of(cpus.others(pinned), settings.compile_slots) \
-        if pinned and settings.split_cores else None
+    groups = _core_groups(sides, settings, pinned, note)
     with cpus.away(pinned, groups.rest if groups else ()), \
             Launcher(settings.isolation, preload, on_note=note, needs_cuda=needs_cuda) as launcher:
         for side in sides:

@@ -505,7 +505,10 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     compile_threads(spec)
     probe = probes.CompileProbe(trace_dir=spec.trace_dir, suite=spec.suite)
     probe.install()
-    if spec.ready_compile_workers:  # they start while the model builds and runs eager
+    # a cold compile (and a warm start) waits for Inductor's compile workers: they start
+    # while the model builds and runs eager
+    workers = spec.ready_compile_workers and spec.phase in ("cold", "warm_start")
+    if workers:
         _noted(probe.notes, compileworkers.start())
     if quiet is not None:
         try:
@@ -534,7 +537,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
                 artifacts.load(spec.load_artifact)
             except CacheArtifactError as e:
                 raise Failure(Category.INFRA, str(e)) from e
-    if spec.ready_compile_workers:
+    if workers:
         with h.phase("compile_workers"):
             _noted(probe.notes, compileworkers.wait())
     with h.phase("compile"):

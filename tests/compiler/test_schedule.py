@@ -226,38 +226,54 @@ class _Cores:
         return worker_output(spec)
 
 
-@pytest.mark.parametrize(("cores", "split", "groups"), [
-    (16, True, True),    # the H200 runner: 15 compile cores, four slots of three
-    (16, False, False),  # split_cores off: every compile on every compile core, as before
-    (4, True, False),    # 3 compile cores cannot give four slots a core each and keep a rest
+@pytest.mark.parametrize(("cores", "split", "timing", "groups", "note"), [
+    (16, True, 3, True, None),     # the H200 runner: 15 compile cores, four slots of three
+    (16, False, 3, False, None),   # split_cores off: every compile on every compile core
+    (4, True, 3, False, "cannot give 4 slots"),  # 3 compile cores: a core each and a rest? no
+    (16, True, 0, False, "--no-warm"),  # cold 1 times itself in the timing lane: no split
 ])
 def test_each_compile_slot_runs_on_cores_of_its_own(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch, cores: int, split: bool,
-        groups: bool) -> None:
+        timing: int, groups: bool, note: str | None) -> None:
     """A cold compile's wall time is what a compile-time verdict judges: compiles that run at
     once never share a core, each has as many compile workers as cores, pairs get groups of
-    one size, and timing processes prepare on the rest, off the groups and the timing core."""
+    one size, and timing processes prepare on the rest, off the groups and the timing core,
+    where the parent and its fork server run too. Where nothing is split, a note says why."""
     from compilewatch.compiler import cpus
 
     monkeypatch.setattr(cpus, "available", lambda: set(range(cores)))
     monkeypatch.setattr(cpus, "siblings", lambda cpu, topology=None: {cpu})
+    parent: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    real_away = cpus.away
+
+    def away(pinned, to=()):  # type: ignore[no-untyped-def]
+        parent.append((tuple(pinned), tuple(to)))
+        return real_away(pinned, to)
+
+    monkeypatch.setattr(cpus, "away", away)
     seen = _Cores()
     _fake(monkeypatch, output=seen)
     timing_core = cores - 1
-    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3,
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=timing,
                       pin_cpus=(timing_core,))
     sides = [Side("base", jobs, opts), Side("head", jobs, opts)]
+    notes: list[str] = []
     measure(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
-                                timing_ahead=2, measure_all=True, split_cores=split))
+                                timing_ahead=2, measure_all=True, split_cores=split),
+            on_event=lambda e: notes.append(e.text) if e.kind == "note" else None)
+    split_notes = [n for n in notes if "compile slots share" in n]
+    assert (split_notes == []) if note is None else (note in split_notes[0])
     compiles = [s for s in seen.seen if s[0] == "compile"]
     timings = [s for s in seen.seen if s[0] == "timing"]
-    assert len(compiles) == 18 and len(timings) == 18
+    assert len(compiles) == (18 if timing else 12) and len(timings) == (18 if timing else 6)
     everywhere = tuple(range(cores - 1))
     if not groups:
         assert all(c[1] == everywhere and c[3] is None for c in compiles)
         assert all(t[1] == everywhere and t[3] is None for t in timings)
+        assert parent == [((timing_core,), ())]
         return
     rest = (12, 13, 14)
+    assert parent == [((timing_core,), rest)]  # the parent and its fork server
     for _, mine, _, threads, beside in compiles:
         assert len(mine) == 3 and threads == 3 and timing_core not in mine
         assert not set(mine) & set(rest)

@@ -309,11 +309,17 @@ def test_compile_threads_do_not_reach_the_fx_cache_key() -> None:
     assert "compile_threads" in inductor_config._cache_config_ignore_prefix
 
 
+# a spawned worker's entry point, with the import and the measuring replaced by a record of
+# the cores the import would have run on
 _PIN = """
 import json, os, sys
-from compilewatch.compiler import worker
-worker.pin_early(sys.argv[1])
-print(json.dumps(sorted(os.sched_getaffinity(0))))
+from compilewatch.compiler import proctree, worker
+seen = {}
+worker.import_compiler_stack = lambda: seen.setdefault("cores", sorted(os.sched_getaffinity(0)))
+worker.start = lambda spec, imported: 0
+proctree.die_with_parent = lambda expected=None: None
+worker.main(["worker", sys.argv[1]])
+print(json.dumps(seen["cores"]))
 """
 
 
