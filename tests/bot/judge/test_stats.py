@@ -445,3 +445,32 @@ def test_the_eager_witness_needs_one_environment_on_both_sides():
     c = compare(run_results([base]), run_results([head], env=other))
     assert c.rows[0].compiled_time.verdict is Verdict.REGRESSION
     assert any("different environments" in n for n in c.notes)
+
+
+@pytest.mark.parametrize(("sd", "pairs", "least"), [
+    (0.02, 3, 0.98),  # a quiet compile: three pairs are plenty
+    (0.03, 3, 0.90),  # the noise the +20% target needs at the default three pairs
+    (0.04, 5, 0.88),  # or five pairs at 4%
+])
+def test_cold_compile_pairs_find_20_percent_where_the_noise_allows_and_never_flag_aa(
+        sd: float, pairs: int, least: float) -> None:
+    """Cold compiles with a known within-side noise (one compile's log standard deviation;
+    5-8% measured on the H200, benchmarks/cold_power.py has the whole table): +20% is found
+    in at least ``least`` of the draws, and an A/A draw is flagged at most once in 300."""
+    rng = random.Random(7)
+
+    def side(change: float) -> ModelResult:
+        colds = [3.0 * change * math.exp(rng.gauss(0.0, sd)) for _ in range(pairs)]
+        r = model_result("m", seed=1)
+        return r.model_copy(update={"compile": r.compile.model_copy(update={
+            "cold_samples_s": colds, "cold_s": statistics.median(colds)})})
+
+    def judged(change: float) -> Verdict | None:
+        row = compare(run_results([side(1.0)]), run_results([side(change)])).rows[0]
+        assert row.cold_compile is not None and row.cold_compile.samples == (pairs, pairs)
+        return row.cold_compile.verdict
+
+    found = [judged(1.2) for _ in range(300)]
+    aa = [judged(1.0) for _ in range(300)]
+    assert found.count(Verdict.REGRESSION) >= least * 300
+    assert sum(v in (Verdict.REGRESSION, Verdict.IMPROVEMENT) for v in aa) <= 1
