@@ -338,9 +338,26 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
         host = run["base"].get("host") or {}
         preflight = (f"host preflight {host.get('detail')}"
                      f"{' (noisy)' if host.get('noisy') else ''}; " if host else "")
-        lines.append(f"Repeat {i}: {preflight}"
-                     f"{budget([run['base'], run['head']], fork).line()}.")
+        ready = " with --ready-compile-workers" if (run["base"].get("settings") or {}).get(
+            "ready_compile_workers") else ""
+        lines.append(f"Repeat {i}{ready}: {preflight}"
+                     f"{budget([run['base'], run['head']], fork).line()}; "
+                     f"{cold_spread(run)}.")
     return "\n".join(lines)
+
+
+def cold_spread(run: dict) -> str:
+    """How much one side's cold compiles of one model disagree (the standard deviation of the
+    log of each compile, median and largest over models and sides): the noise a cold-compile
+    verdict meets, which benchmarks/cold_power.py turns into a detection rate."""
+    sds = [statistics.stdev(map(math.log, xs)) for side in ("base", "head")
+           for r in run[side]["results"]
+           if len(xs := [x for x in (r.get("compile") or {}).get("cold_samples_s") or []
+                         if x > 0]) >= 2]
+    if not sds:
+        return "cold compiles within a side: fewer than two a model"
+    return (f"cold compiles within a side: median sd {statistics.median(sds):.1%}, "
+            f"largest {max(sds):.1%} ({len(sds)} model-sides)")
 
 
 def rejudge(dirs: list[Path]) -> None:
@@ -382,6 +399,10 @@ def main() -> None:
                     help="Seconds for all repeats together, stopping and judging included: a "
                          "pr still running 40 s before it is stopped and judged from the "
                          "models it finished; no repeat starts with under 2 minutes left.")
+    ap.add_argument("--alternate", action="append", default=[], metavar="ARG",
+                    help="A `pr` argument for every second repeat only (repeats 2, 4, ...): "
+                         "an A/B of a measuring flag in one run, e.g. "
+                         "--alternate=--ready-compile-workers.")
     ap.add_argument("--judge", type=Path, action="append", default=None, metavar="DIR",
                     help="Judge stored repeats again (a repeat's folder with base.json and "
                          "head.json, as --out keeps them) with the current verdict logic; "
@@ -404,7 +425,8 @@ def main() -> None:
             if left is not None and left < MIN_REPEAT_S:
                 break
             out = out_root / f"repeat-{i + 1}"
-            done = run_pr(repo, out, args.device, args.extra, left)
+            extra = [*args.extra, *(args.alternate if i % 2 else [])]
+            done = run_pr(repo, out, args.device, extra, left)
             if done is None:
                 break
             comparison, took, cut = done
