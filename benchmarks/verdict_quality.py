@@ -196,15 +196,24 @@ def run_pr(repo: Path, out: Path, device: str, extra: list[str],
         if not all((out / f"{s}.json").exists() for s in ("base", "head")):
             print(f"pr was cut at {took:.0f} s before any model finished", file=sys.stderr)
             return None
-        judged = subprocess.run([sys.executable, "-m", "compilewatch.bot.cli", "compare",
-                                 str(out / "base.json"), str(out / "head.json"), "--repo",
-                                 str(repo), "--format", "json", "--out",
-                                 str(out / "comparison.json")], stdout=subprocess.DEVNULL)
-        if judged.returncode != 0:
-            print(f"the cut repeat's checkpoints could not be compared ({judged.returncode})",
-                  file=sys.stderr)
+        judged = compare(out, out, repo)
+        if judged is None:
+            print("the cut repeat's checkpoints could not be compared", file=sys.stderr)
             return None
+        return judged, took, cut
     return json.loads((out / "comparison.json").read_text()), took, cut
+
+
+def compare(results: Path, out: Path, repo: Path | None = None) -> dict | None:
+    """``compilewatch compare`` of the base.json and head.json in ``results`` (with the
+    repository's own config where given), written to ``out``/comparison.json; None if it
+    failed (its message is on stderr)."""
+    cmd = [sys.executable, "-m", "compilewatch.bot.cli", "compare", str(results / "base.json"),
+           str(results / "head.json"), "--format", "json", "--out",
+           str(out / "comparison.json"), *(["--repo", str(repo)] if repo else [])]
+    if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode != 0:
+        return None
+    return json.loads((out / "comparison.json").read_text())
 
 
 def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int]:
@@ -229,14 +238,11 @@ def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "base.json").write_text(json.dumps(run["base"]))
     (out / "head.json").write_text(json.dumps(head))
-    judged = subprocess.run([sys.executable, "-m", "compilewatch.bot.cli", "compare",
-                             str(out / "base.json"), str(out / "head.json"), "--format", "json",
-                             "--out", str(out / "comparison.json")], stdout=subprocess.DEVNULL)
-    if judged.returncode != 0:
-        print(f"the scaled cold compiles could not be compared ({judged.returncode}); "
-              "not counted", file=sys.stderr)
+    judged = compare(out, out)
+    if judged is None:
+        print("the scaled cold compiles could not be compared; not counted", file=sys.stderr)
         return 0, 0
-    rows = json.loads((out / "comparison.json").read_text())["rows"]
+    rows = judged["rows"]
     want = "regression" if factor > 1 else "improvement"
     found = sum((r.get("cold_compile") or {}).get("verdict") == want for r in rows
                 if r["model"] in untouched)
@@ -352,8 +358,7 @@ def cold_spread(run: dict) -> str:
     verdict meets, which benchmarks/cold_power.py turns into a detection rate."""
     sds = [statistics.stdev(map(math.log, xs)) for side in ("base", "head")
            for r in run[side]["results"]
-           if len(xs := [x for x in (r.get("compile") or {}).get("cold_samples_s") or []
-                         if x > 0]) >= 2]
+           if len(xs := [x for x in _colds(run, r["model"], side) if x > 0]) >= 2]
     if not sds:
         return "cold compiles within a side: fewer than two a model"
     return (f"cold compiles within a side: median sd {statistics.median(sds):.1%}, "
@@ -372,13 +377,10 @@ def rejudge(dirs: list[Path]) -> None:
             run = {s: json.loads((d / f"{s}.json").read_text()) for s in ("base", "head")}
             out = Path(tmp) / f"repeat-{i + 1}"
             out.mkdir()
-            judged = subprocess.run([sys.executable, "-m", "compilewatch.bot.cli", "compare",
-                                     str(d / "base.json"), str(d / "head.json"), "--format",
-                                     "json", "--out", str(out / "comparison.json")],
-                                    stdout=subprocess.DEVNULL)
-            if judged.returncode != 0:
-                raise SystemExit(f"{d}: compare failed ({judged.returncode})")
-            comparisons.append(json.loads((out / "comparison.json").read_text()))
+            judged = compare(d, out)
+            if judged is None:
+                raise SystemExit(f"{d}: compare failed (its message is above)")
+            comparisons.append(judged)
             runs.append(run)
             scaled.append(scaled_cold(run, out / "cold-scaled", COLD_FACTOR))
     if not runs:
