@@ -45,13 +45,15 @@ def _threads(ac: Any) -> int:
     return int(inductor_config.compile_threads or 1)
 
 
-def applies() -> bool:
-    """Whether torch would start a compile-worker pool here at all (its own conditions in
-    ``maybe_warm_pool``, and more than one compile thread)."""
+def _pool() -> Any | None:
+    """torch's ``AsyncCompile`` where torch would start a compile-worker pool here at all (its
+    own conditions in ``maybe_warm_pool``, and more than one compile thread); None elsewhere,
+    or where this torch has no ``AsyncCompile``."""
     ac = _async_compile()
-    if ac is None or _threads(ac) <= 1 or os.environ.get("TORCH_WARM_POOL", "1") != "1":
-        return False
-    return _has_triton()
+    if ac is None or _threads(ac) <= 1 or os.environ.get("TORCH_WARM_POOL", "1") != "1" \
+            or not _has_triton():
+        return None
+    return getattr(ac, "AsyncCompile", None)
 
 
 def _has_triton() -> bool:
@@ -64,12 +66,11 @@ def _has_triton() -> bool:
 
 def start() -> str | None:
     """Start the pool now (one worker per compile thread), as torch.compile's backend would at
-    the first compile. None: started, or nothing to start (``applies``); else why not."""
-    ac = _async_compile()
-    if ac is None or not applies():
+    the first compile. None: started, or nothing to start (``_pool``); else why not."""
+    pool = _pool()
+    if pool is None:
         return None
-    pool = getattr(ac, "AsyncCompile", None)
-    if pool is None or not hasattr(pool, "warm_pool"):
+    if not hasattr(pool, "warm_pool"):
         return "compile workers not started: this torch has no AsyncCompile.warm_pool"
     try:
         pool.warm_pool()
@@ -84,12 +85,11 @@ def wait(timeout_s: float = WAIT_S) -> str | None:
     """Block until the pool's workers answer a job submitted now, so that every kernel of the
     compile that follows goes to them. A job answered earlier is not enough: torch shuts idle
     workers down after a while (``quiesce_async_compile_time``, 60 s) and starts them again at
-    the next job, inside the compile's clock. None: ready, or no pool (``applies``); else why
+    the next job, inside the compile's clock. None: ready, or no pool (``_pool``); else why
     not, and the compile then runs as torch would run it."""
-    ac = _async_compile()
-    if ac is None or not applies():
+    pool = _pool()
+    if pool is None:
         return None
-    pool = getattr(ac, "AsyncCompile", None)
     process_pool = getattr(pool, "process_pool", None)
     if process_pool is None:
         return "this torch cannot say when its compile workers are ready; compiled as torch would"
