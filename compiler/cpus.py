@@ -112,7 +112,7 @@ class CoreGroups:
 
     groups: list[tuple[int, ...]]
     rest: tuple[int, ...]
-    free: list[tuple[int, ...]] = field(default_factory=list)
+    free: list[tuple[int, ...]] = field(init=False)  # the groups no compile holds now
 
     def __post_init__(self) -> None:
         self.free = list(self.groups)
