@@ -593,6 +593,10 @@ def baseline_update_cmd(**kwargs: Any) -> None:
               help="Timing processes a side added, once, to a model whose first verdict is "
                    "undecided with its estimate past the threshold. Default: 3 on cuda, 0 on "
                    "cpu.")
+@click.option("--extra-cold-processes", type=click.IntRange(min=0), default=None,
+              help="Cold compiles a side added, once, to a model whose cold-compile verdict "
+                   "is undecided with its estimate near the threshold. Default: 3 on cuda, 0 "
+                   "on cpu.")
 @click.option("--no-db", is_flag=True, help="Do not store the two runs in any database.")
 @click.option("--allow-empty", is_flag=True,
               help="Accept a side in which nothing was measured (every model skipped).")
@@ -613,7 +617,8 @@ def pr_cmd(**kwargs: Any) -> None:
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"),
                                    measure_all=kwargs.pop("measure_all"),
-                                   extra_processes=kwargs.pop("extra_processes"))
+                                   extra_processes=kwargs.pop("extra_processes"),
+                                   extra_cold_processes=kwargs.pop("extra_cold_processes"))
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
     pr_command(PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs))

@@ -90,6 +90,9 @@ class MeasureOptions:
     # timing processes a side added to a model whose first verdict is undecided but past its
     # threshold (``bot/judge/followup.py``); None: 3 on cuda, 0 on cpu
     extra_processes: int | None = None
+    # cold compiles a side added to a model whose cold-compile verdict is undecided near its
+    # threshold (``bot/judge/followup.py``); None: 3 on cuda, 0 on cpu
+    extra_cold_processes: int | None = None
 
     def check(self) -> None:
         """Refuse, before minutes of measuring, options the loop cannot use."""
@@ -103,6 +106,8 @@ class MeasureOptions:
             raise UsageError("--compile-slots must be >= 1")
         if self.extra_processes is not None and self.extra_processes < 0:
             raise UsageError("--extra-processes must be >= 0")
+        if self.extra_cold_processes is not None and self.extra_cold_processes < 0:
+            raise UsageError("--extra-cold-processes must be >= 0")
         cpus = available_cpus()
         bad = sorted(set(self.pin_cpus or ()) - cpus)
         if bad:
@@ -124,6 +129,9 @@ class MeasureOptions:
             compile_slots=self.compile_slots or slots,
             extra_processes=(self.extra_processes if self.extra_processes is not None
                              else (3 if self.gpu else 0)),
+            extra_cold_processes=(self.extra_cold_processes
+                                  if self.extra_cold_processes is not None
+                                  else (3 if self.gpu else 0)),
             pin_cpus=self.pin_cpus if self.pin_cpus is not None else (
                 (cpus[-1],) if self.gpu and len(cpus) > 1 else ()))
 
@@ -138,13 +146,16 @@ class MeasureOptions:
 
     def loop_settings(self, same_environment: bool = True,
                       changed: ChangedFiles | None = None,
-                      follow_up: FollowUp | None = None) -> LoopSettings:
+                      follow_up: FollowUp | None = None,
+                      cold_follow_up: FollowUp | None = None) -> LoopSettings:
         r = self.resolved()
         assert r.compile_slots is not None
         return LoopSettings(isolation=r.isolation, compile_slots=r.compile_slots,
                             overlap=self.gpu, measure_all=r.measure_all,
                             same_environment=same_environment, changed=changed,
-                            follow_up=follow_up, extra_timing=r.extra_processes or 0)
+                            follow_up=follow_up, extra_timing=r.extra_processes or 0,
+                            cold_follow_up=cold_follow_up,
+                            extra_cold=r.extra_cold_processes or 0)
 
 
 def preload_of(sides: list[Side]) -> list[str]:
@@ -155,7 +166,8 @@ def preload_of(sides: list[Side]) -> list[str]:
 def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environment: bool = True,
                   changed: ChangedFiles | None = None, console: Console | None = None,
                   on_done: Callable[[dict[str, list[JobRun]]], None] | None = None,
-                  follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
+                  follow_up: FollowUp | None = None,
+                  cold_follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
     """Measure through the one loop with a progress bar; ``on_done`` gets the runs so far of
     every side after each model, so callers checkpoint and a job killed after hours keeps what
     it measured."""
@@ -190,7 +202,8 @@ def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environmen
                 on_done(done)
 
         results = schedule.measure(
-            sides, options.loop_settings(same_environment, changed, follow_up), on_event,
+            sides, options.loop_settings(same_environment, changed, follow_up, cold_follow_up),
+            on_event,
             preload_of(sides))
         progress.update(bar, description="done", phase="")
     return results

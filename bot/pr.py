@@ -31,7 +31,7 @@ from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.judge.comparison import Comparison
-from compilewatch.bot.judge.followup import asker
+from compilewatch.bot.judge.followup import asker, cold_asker
 from compilewatch.bot.judge.host import of_check
 from compilewatch.bot.judge.project import (
     compare_with_project,
@@ -304,9 +304,11 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
         noise = noise_bands_of(req.db_url, envs[pythons["base"]].fingerprint)
         # a model whose timing the host preflight silences gets no more processes: more of
         # them on that host would not settle it (bot/judge/host.py)
-        more = asker(project.threshold_policy(), noise, of_check(host))
+        policy = project.threshold_policy()
+        more = asker(policy, noise, of_check(host))
         measured = measure(sides, req.measure, same_environment=same_env, changed=changed,
-                           on_done=checkpoint, follow_up=more)
+                           on_done=checkpoint, follow_up=more,
+                           cold_follow_up=cold_asker(policy, noise))
         runs = results_of(measured)
         comparison = compare_with_project(runs["base"], runs["head"], trees["base"], noise)
         if any(diagnostics.flagged(r) for r in comparison.rows):

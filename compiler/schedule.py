@@ -88,7 +88,8 @@ class RunOptions:
     home_root: Path | None = None
 
 
-# (base's result so far, head's) -> why more timing processes would settle it, or None
+# (base's result so far, head's) -> why more processes (timing processes, or cold compiles)
+# would settle it, or None
 FollowUp = Callable[[ModelResult, ModelResult], str | None]
 
 
@@ -112,6 +113,11 @@ class LoopSettings:
     # why the model needs ``extra_timing`` more timing processes a side (None: it does not)
     follow_up: FollowUp | None = None
     extra_timing: int = 0
+    # the same for the cold-compile verdict: once both sides' cold compiles are in,
+    # ``cold_follow_up(base, head)`` says why ``extra_cold`` more cold compiles a side would
+    # settle it (each on an empty cache, paired as the first ones)
+    cold_follow_up: FollowUp | None = None
+    extra_cold: int = 0
 
 
 @dataclass(frozen=True)
@@ -201,7 +207,7 @@ class _JobState:
     rejected: str | None = None
     done: bool = False
     result: JobRun | None = None
-    followed_up: bool = False  # asked once whether more timing processes would settle it
+    followed_up: bool = False  # asked once whether more processes would settle it
     # the suite whose eager model this job's timing processes also time (``Loop._reference``)
     reference: str | None = None
     cold_dirs: dict[int, Path] = field(default_factory=dict)  # kept caches of cold compiles 2..
@@ -352,7 +358,7 @@ class Loop:
         most = opts.timing_processes + (
             s.extra_timing if s.follow_up is not None and len(self.sides) == 2 else 0)
         return opts.measure and opts.timing_processes > 0 and opts.cache_root is None \
-            and index <= most
+            and index <= min(most, opts.cold_processes)
 
     def _timing_cache(self, st: _JobState, k: int) -> int:
         """Which cold compile's cache timing process ``k`` runs on (``c <= k``, so a kept
@@ -616,12 +622,14 @@ class Loop:
             self._finish(st)
 
     def _follow_up(self, st: _JobState) -> bool:
-        """With two sides and ``follow_up``: once both sides' timing is in, ask (once) whether
-        more timing processes would settle the model, and queue them, interleaved as before.
-        True: ``st`` is not finished yet (it waits for its partner, or for those processes)."""
-        s = self.settings
-        if s.follow_up is None or s.extra_timing <= 0 or len(self.sides) != 2 \
-                or st.followed_up or not st.outputs.timing:
+        """With two sides and a follow-up asker: once both sides have run everything, ask (once)
+        whether more processes would settle the model: ``extra_timing`` more timing processes
+        (``follow_up``, where both sides timed) and ``extra_cold`` more cold compiles
+        (``cold_follow_up``, where both sides have two or more), queued interleaved and paired
+        as before. True: ``st`` is not finished yet (it waits for its partner, or for those
+        processes)."""
+        asks = self._askers(st)
+        if not asks or len(self.sides) != 2 or st.followed_up:
             return False
         key = ident(st.job)
         sts = [self.states.get((name, key)) for name in self.sides]
@@ -630,26 +638,51 @@ class Loop:
             return False
         if not (other.planned and other.pending == 0):
             return True  # its partner is still measuring: decide when both are in
-        if not other.outputs.timing:
-            return False
         pair = [o for o in sts if o is not None]
         for o in pair:
             o.followed_up = True
+        queued = False
+        for kind, ask, extra in asks:
+            if not all(self._askers(o, kind) for o in pair):
+                continue
+            why = self._ask(ask, pair)
+            if why is None:
+                continue
+            queued = True
+            what = "timing processes" if kind == "timing" else "cold compiles"
+            for o in pair:
+                o.outputs.notes.append(f"{extra} more {what} a side: {why}")
+                first = len(o.outputs.timing if kind == "timing" else o.outputs.cold)
+                if kind == "cold":
+                    first = max(first, o.side.opts.cold_processes)
+                for k in range(first + 1, first + extra + 1):
+                    self._push(o, kind, k)
+        if not queued:
+            self._finish(other)
+        return queued
+
+    def _askers(self, st: _JobState, only: Kind | None = None
+                ) -> list[tuple[Kind, FollowUp, int]]:
+        """The follow-up questions that apply to ``st`` now: timing, where it timed; cold, where
+        it has two or more cold compiles (one alone is shown, not judged)."""
+        s, out = self.settings, st.outputs
+        asks: list[tuple[Kind, FollowUp, int]] = []
+        if s.follow_up is not None and s.extra_timing > 0 and out.timing:
+            asks.append(("timing", s.follow_up, s.extra_timing))
+        if s.cold_follow_up is not None and s.extra_cold > 0 \
+                and sum(1 for c in out.cold if c.ok) >= 2:
+            asks.append(("cold", s.cold_follow_up, s.extra_cold))
+        return [a for a in asks if only is None or a[0] == only]
+
+    def _ask(self, ask: FollowUp, pair: list[_JobState]) -> str | None:
+        """One asker's answer on the pair's results so far; a judging bug must not stop the
+        measuring: it is a note, and no follow-up."""
         try:
-            why = s.follow_up(*(self._so_far(o) for o in pair))
-        except Exception as e:  # a judging bug must not stop the measuring
-            why = None
+            return ask(*(self._so_far(o) for o in pair))
+        except Exception as e:
             for o in pair:
                 o.outputs.notes.append(f"no follow-up: asking failed ({type(e).__name__}: {e})")
-        if why is None:
-            self._finish(other)
-            return False
-        for o in pair:
-            o.outputs.notes.append(f"{s.extra_timing} more timing processes a side: {why}")
-            first = len(o.outputs.timing)
-            for k in range(first + 1, first + s.extra_timing + 1):
-                self._push(o, "timing", k)
-        return True
+            return None
 
     def _so_far(self, st: _JobState) -> ModelResult:
         """The (side, job)'s result from the processes so far (its final one at the end)."""

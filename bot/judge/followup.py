@@ -7,13 +7,20 @@ the band would have called it, and would have called three times as many false a
 (docs/verdict-quality.md). What settles such a model is more evidence: a few more timing
 processes a side, on the warm cache (seconds each). Only models whose steady-state verdict is
 undecided *and* whose estimate is past the threshold get them, so a quiet suite costs nothing.
+
+Cold compiles likewise: on the H200 one side's cold compiles of a small model spread 5-8%
+(standard deviation of the log), at which three pairs find a +20% change 71% of the time. A
+cold-compile verdict still open with its estimate past two thirds of the threshold gets a few
+more cold compiles a side (each on an empty cache, seconds for a small model): on draws with
+that noise, +20% is then found 88% of the time and an A/A pair is flagged no more often
+(``benchmarks/cold_power.py``).
 """
 
 from __future__ import annotations
 
 import math
 
-from compilewatch.bot.judge.comparison import Verdict
+from compilewatch.bot.judge.comparison import Delta, Verdict
 from compilewatch.bot.judge.host import HostNoise, steady_state_units
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
@@ -22,6 +29,8 @@ from compilewatch.compiler.schedule import FollowUp
 from compilewatch.core.schema import ModelResult
 
 UNDECIDED = (Verdict.WITHIN_NOISE, Verdict.NOISY)
+# a cold-compile estimate this far towards its threshold is worth more cold compiles
+COLD_REACH = 2 / 3
 
 
 def more_processes(base: ModelResult, head: ModelResult, thresholds: Thresholds,
@@ -54,6 +63,36 @@ def more_processes(base: ModelResult, head: ModelResult, thresholds: Thresholds,
         f" [{d.ci_low - 1:+.1%}, {d.ci_high - 1:+.1%}]"
     return (f"the first {d.samples[0] if d.samples else '?'} a side gave compiled time "
             f"{d.ratio - 1:+.1%}{interval}, {verdict}, past the {d.threshold:.0%} threshold")
+
+
+def cold_undecided(d: Delta | None) -> str | None:
+    """Why more cold compiles would settle this cold-compile verdict (None: it stands, or one
+    sample a side was only shown): undecided, with the estimate at or past ``COLD_REACH`` of the
+    threshold either way."""
+    if d is None or d.verdict not in UNDECIDED or d.ratio is None or d.threshold is None:
+        return None
+    if abs(math.log(d.ratio)) < math.log1p(d.threshold * COLD_REACH):
+        return None
+    interval = "" if d.ci_low is None or d.ci_high is None else \
+        f" [{d.ci_low - 1:+.1%}, {d.ci_high - 1:+.1%}]"
+    return (f"the first {d.samples[0] if d.samples else '?'} a side gave cold compile "
+            f"{d.ratio - 1:+.1%}{interval}, {d.verdict.value.replace('_', ' ')}, near the "
+            f"{d.threshold:.0%} threshold")
+
+
+def more_cold(base: ModelResult, head: ModelResult, thresholds: Thresholds,
+              noise: NoiseBands | None = None) -> str | None:
+    """Why this model needs more cold compiles (None: its cold-compile verdict stands)."""
+    return cold_undecided(compare_model(base, head, thresholds, noise=noise).cold_compile)
+
+
+def cold_asker(policy: ThresholdPolicy, noise: NoiseBands) -> FollowUp:
+    """The measuring loop's question once a model's cold compiles are in, judged with the
+    thresholds and noise the comparison will use."""
+    def ask(base: ModelResult, head: ModelResult) -> str | None:
+        return more_cold(base, head, policy.for_model(base.model), noise)
+
+    return ask
 
 
 def asker(policy: ThresholdPolicy, noise: NoiseBands, host: HostNoise | None = None

@@ -83,10 +83,11 @@ class Recorder:
 
     def __call__(self, sides: list[Side], options: MeasureOptions, *,
                  same_environment: bool = True, changed: object = None,
-                 on_done: object = None, follow_up: FollowUp | None = None
-                 ) -> dict[str, list[JobRun]]:
+                 on_done: object = None, follow_up: FollowUp | None = None,
+                 cold_follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
         self.same_environment = same_environment
         self.follow_up = follow_up
+        self.cold_follow_up = cold_follow_up
         out: dict[str, list[JobRun]] = {}
         for side in sides:
             self.opts[side.name] = side.opts
@@ -133,6 +134,42 @@ def test_the_loop_asks_for_more_processes_with_the_bases_thresholds(
     first = compare_model(base, noisy, Thresholds()).compiled_time
     assert first is not None and first.verdict is Verdict.WITHIN_NOISE
     assert rec.follow_up(base, noisy) is not None
+
+
+def test_the_loop_asks_for_more_cold_compiles_with_the_bases_thresholds(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The head commit sets a 90% cold-compile threshold; the cold follow-up judges with the
+    base's 15%, so an undecided +17.6% still asks for more cold compiles."""
+    import statistics
+
+    import compilewatch.bot.pr as pr
+
+    monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"pyproject.toml": PYPROJECT + "\n[tool.compilewatch.thresholds]\n"
+                  "cold_compile = 0.9\n"}, "loosen the gate")
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
+    assert rec.cold_follow_up is not None
+
+    def cold(samples: list[float], seed: int):  # type: ignore[no-untyped-def]
+        r = model_result("a", seed=seed)
+        return r.model_copy(update={"compile": r.compile.model_copy(update={
+            "cold_samples_s": samples, "cold_s": statistics.median(samples),
+            "cold_concurrent": True})})
+
+    b, h = cold([3.0, 3.3, 2.8], 1), cold([3.5, 3.3, 3.9], 2)
+    assert compare_model(b, h, Thresholds()).cold_compile.verdict is Verdict.WITHIN_NOISE
+    assert rec.cold_follow_up(b, h) is not None
+
+
+def test_extra_cold_compiles_default_to_three_on_a_gpu_and_none_on_a_cpu() -> None:
+    assert MeasureOptions(device="cuda").loop_settings().extra_cold == 3
+    assert MeasureOptions(device="cpu").loop_settings().extra_cold == 0
+    assert MeasureOptions(device="cuda", extra_cold_processes=0).loop_settings().extra_cold == 0
+    with pytest.raises(UsageError, match="--extra-cold-processes"):
+        MeasureOptions(extra_cold_processes=-1).check()
 
 
 def test_no_follow_up_where_the_host_preflight_silences_the_model(

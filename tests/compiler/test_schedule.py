@@ -501,6 +501,91 @@ def test_a_follow_up_that_raises_finishes_the_model_with_a_note(
         assert any("ZeroDivisionError: judging bug" in n for n in run.result.notes)
 
 
+COLD3 = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=2)
+
+
+def test_an_undecided_cold_compile_gets_more_cold_compiles_each_on_an_empty_cache(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cold_follow_up`` sees both sides' cold compiles once everything ran; a reason queues
+    ``extra_cold`` more cold compiles a side, paired base/head, each on a cache dir of its own
+    that starts empty and is removed afterwards (no timing process runs on it). The results
+    hold every cold sample, the reason as a note. Model b's answer is None."""
+    _fake(monkeypatch)
+    asked: list[tuple[str, int, int]] = []
+
+    def cold_follow_up(b, h):  # type: ignore[no-untyped-def]
+        asked.append((b.model, len(b.compile.cold_samples_s), len(h.compile.cold_samples_s)))
+        return "near its threshold" if b.model == "a" else None
+
+    sides = [Side("base", jobs[:2], COLD3), Side("head", jobs[:2], COLD3)]
+    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+                                       cold_follow_up=cold_follow_up, extra_cold=2))
+    assert asked == [("a", 3, 3), ("b", 3, 3)]
+    extra = [(side, name, used) for side, model, name, _, used in FakeLauncher.caches
+             if model == "a" and name in ("cold4", "cold5")]
+    assert extra == [("base", "cold4", False), ("head", "cold4", False),
+                     ("base", "cold5", False), ("head", "cold5", False)]  # paired, in turn
+    dirs = {cache for _, model, name, cache, _ in FakeLauncher.caches
+            if model == "a" and name.startswith("cold")}
+    assert len(dirs) == 10  # five a side, none shared
+    assert not any("cold4" in d or "cold5" in d for d in FakeLauncher.left)
+    for side in ("base", "head"):
+        a, b = (next(r.result for r in runs[side] if r.result.model == m) for m in "ab")
+        assert len(a.compile.cold_samples_s) == 5
+        assert any("2 more cold compiles a side: near its threshold" in n for n in a.notes)
+        assert a.latency is not None and a.latency.processes == 2  # timing untouched
+        assert len(b.compile.cold_samples_s) == 3
+        assert not any("more cold compiles" in n for n in b.notes)
+
+
+@pytest.mark.parametrize(("timing_why", "cold_why", "timing", "colds"), [
+    (None, None, 2, 3),
+    ("t", None, 3, 3),
+    (None, "c", 2, 4),
+    ("t", "c", 3, 4),
+])
+def test_timing_and_cold_follow_ups_are_asked_once_each_and_queue_their_own_kind(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch, timing_why: str | None,
+        cold_why: str | None, timing: int, colds: int) -> None:
+    _fake(monkeypatch)
+    asked: list[str] = []
+
+    def ask(kind: str, why: str | None):  # type: ignore[no-untyped-def]
+        def f(b, h):  # type: ignore[no-untyped-def]
+            asked.append(kind)
+            return why
+        return f
+
+    sides = [Side("base", jobs[:1], COLD3), Side("head", jobs[:1], COLD3)]
+    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+                                       follow_up=ask("timing", timing_why), extra_timing=1,
+                                       cold_follow_up=ask("cold", cold_why), extra_cold=1))
+    assert asked == ["timing", "cold"]
+    for side in ("base", "head"):
+        (run,) = runs[side]
+        assert run.result.latency is not None and run.result.latency.processes == timing
+        assert len(run.result.compile.cold_samples_s) == colds
+
+
+def test_one_cold_compile_a_side_is_never_followed_up(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One sample a side is shown, not judged: nothing to settle, so nothing is asked (the
+    first cold compile that failed on one side is the same: fewer than two good samples)."""
+    _fake(monkeypatch)
+    asked: list[str] = []
+
+    def cold_follow_up(b, h):  # type: ignore[no-untyped-def]
+        asked.append(b.model)
+        return "more"
+
+    sides = [Side("base", jobs[:1], OPTS), Side("head", jobs[:1], OPTS)]
+    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+                                       cold_follow_up=cold_follow_up, extra_cold=3))
+    assert asked == []
+    assert [k for _, _, k in FakeLauncher.launches].count("cold") == 2
+    assert runs["head"][0].result.status is Status.PASS
+
+
 def _timing_caches() -> dict[tuple[str, str], dict[str, str]]:
     """Per (side, model): each process's name (cold1, timing2, ...) -> its cache dir."""
     out: dict[tuple[str, str], dict[str, str]] = {}

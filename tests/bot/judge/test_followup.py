@@ -1,13 +1,16 @@
-"""When a first verdict asks for more timing processes (``bot/judge/followup.py``), from the
-H200 case that motivated it: a compiler-side +9.8% change whose three processes a side
-disagreed."""
+"""When a first verdict asks for more timing processes or cold compiles
+(``bot/judge/followup.py``), from the H200 case that motivated it: a compiler-side +9.8% change
+whose three processes a side disagreed; and cold compiles that spread 5-8% within a side."""
 
 from __future__ import annotations
 
+import math
+import random
+import statistics
 from pathlib import Path
 
 from compilewatch.bot.judge.comparison import Verdict
-from compilewatch.bot.judge.followup import asker, more_processes
+from compilewatch.bot.judge.followup import asker, cold_asker, more_cold, more_processes
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
@@ -125,3 +128,79 @@ def test_asking_for_more_finds_more_without_more_false_alarms():
     once, twice = _two_stage(0.04, 0.10)
     # 165 -> 218 of 300 when this was written; 184 before six processes narrowed the band
     assert twice >= once + 40
+
+
+def _cold(samples: list[float], seed: int = 1, cpu: list[float] | None = None) -> ModelResult:
+    """A result whose cold compiles (one per process, each on an empty cache, run beside other
+    compiles) took ``samples`` seconds."""
+    r = model_result("m", seed=seed)
+    return r.model_copy(update={"compile": r.compile.model_copy(update={
+        "cold_samples_s": samples, "cold_s": statistics.median(samples),
+        "cold_cpu_samples_s": cpu or [], "cache_dir_was_empty": True,
+        "cold_concurrent": True})})
+
+
+def test_cold_compile_follow_ups_ask_only_where_more_compiles_could_settle_it():
+    """Each case is first checked to be what its name says."""
+    cases = {
+        # the scaled check's kind of miss on the H200: +17.6% with one side spread 8%
+        "undecided past the threshold": ([3.0, 3.3, 2.8], [3.5, 3.3, 3.9], Verdict.WITHIN_NOISE,
+                                          True),
+        "undecided, an improvement": ([3.5, 3.3, 3.9], [3.0, 3.3, 2.8], Verdict.WITHIN_NOISE,
+                                      True),
+        "a regression already": ([3.0, 3.05, 2.98], [3.6, 3.62, 3.58], Verdict.REGRESSION, False),
+        "unchanged": ([3.0, 3.3, 2.8], [3.05, 3.2, 2.9], Verdict.UNCHANGED, False),
+        "undecided, far under the threshold": ([3.0, 3.3, 2.8], [3.3, 2.9, 3.3],
+                                               Verdict.WITHIN_NOISE, False),
+    }
+    for name, (b, h, first, asks) in cases.items():
+        d = compare_model(_cold(b, 1), _cold(h, 2), T).cold_compile
+        assert d is not None and d.verdict is first, (name, d)
+        why = more_cold(_cold(b, 1), _cold(h, 2), T)
+        assert (why is not None) is asks, name
+    why = more_cold(_cold([3.0, 3.3, 2.8], 1), _cold([3.5, 3.3, 3.9], 2), T)
+    assert why is not None and "+17.6%" in why and "15% threshold" in why
+    one = model_result("m", seed=1, cold_s=3.0), model_result("m", seed=2, cold_s=3.6)
+    assert compare_model(*one, T).cold_compile.verdict is None  # one a side: shown only
+    assert more_cold(*one, T) is None
+    reused = _cold([3.0, 3.3, 2.8], 1).model_copy(deep=True)
+    reused.compile.cache_dir_was_empty = False  # not cold: no cold-compile verdict at all
+    assert more_cold(reused, _cold([3.5, 3.3, 3.9], 2), T) is None
+
+
+def test_the_cold_asker_judges_with_the_base_checkouts_thresholds(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.compilewatch.thresholds]\ncold_compile = 0.5\n")
+    b, h = _cold([3.0, 3.3, 2.8], 1), _cold([3.5, 3.3, 3.9], 2)
+    assert cold_asker(load_project_config(tmp_path).threshold_policy(), NoiseBands())(b, h) \
+        is None
+    assert cold_asker(ThresholdPolicy(default=T), NoiseBands())(b, h) is not None
+
+
+def _cold_two_stage(sd: float, change: float, n: int = 400) -> tuple[int, int]:
+    """Flagged models out of ``n`` with three cold compiles a side, and with three more where
+    ``more_cold`` asks (drawn with a within-side noise ``sd``, the log's standard deviation)."""
+    rng = random.Random(11)
+    once = twice = 0
+    flags = (Verdict.REGRESSION,) if change != 1 else (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    for _ in range(n):
+        b = [3.0 * math.exp(rng.gauss(0, sd)) for _ in range(6)]
+        h = [3.0 * change * math.exp(rng.gauss(0, sd)) for _ in range(6)]
+        b3, h3 = _cold(b[:3], 1), _cold(h[:3], 2)
+        first = compare_model(b3, h3, T).cold_compile.verdict
+        final = compare_model(_cold(b, 1), _cold(h, 2), T).cold_compile.verdict \
+            if more_cold(b3, h3, T) else first
+        once += first in flags
+        twice += final in flags
+    return once, twice
+
+
+def test_more_cold_compiles_find_more_without_more_false_alarms():
+    """The two looks are a sequential test: at the 6% within-side noise measured on the H200,
+    +20% is found far more often, and A/A pairs are flagged no more often (4% and 6%)."""
+    for sd in (0.04, 0.06):
+        once, twice = _cold_two_stage(sd, 1.0)
+        assert twice <= once + 1, (sd, once, twice)
+    once, twice = _cold_two_stage(0.06, 1.2)
+    # 290 -> 346 of 400 when this was written (4%: 347 -> 387; A/A at 6%: 2 -> 2)
+    assert twice >= once + 40 and twice >= 0.85 * 400, (once, twice)
