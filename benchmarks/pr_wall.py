@@ -1,7 +1,7 @@
 """How long does ``compilewatch pr`` take, and where does the time go? Numbers in
 docs/performance.md.
 
-    python benchmarks/pr_wall.py --device cuda --isolation fork --isolation spawn
+    python benchmarks/pr_wall.py --device cuda --isolation fork --isolation spawn --limit-s 400
 
 For each isolation mode (side by side, in one run) and each scenario, it runs ``compilewatch pr``
 on a throwaway repository holding the default GPU suite's files (``micro``, ``hf``, copied into
@@ -25,7 +25,10 @@ every worker of both sides (imports paid once by a fork server count once), and 
 own work (everything but imports, compiles, timing and waiting for the device) as a share of
 all process-seconds and per second of wall time (over 1 where processes run side by side), and
 that share without the workers' CUDA contexts (each worker creates its own: a context cannot be
-forked, so no fork server can pay for it once).
+forked, so no fork server can pay for it once). With both isolations it also says whether
+they measured the same thing (``_isolation.py``: cache keys and hit/miss states, frames and
+graphs per model-side; spawn/fork of the cold and warm compile medians). ``--limit-s`` stops a
+``pr`` that runs longer and reports what its checkpoints hold, marked "(cut)".
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +45,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _isolation import agreement
 from _phases import budget
 from _repo import branch, make_repo
 
@@ -48,16 +54,30 @@ HEAD_OF = {"comment-only": "comment"}
 
 
 def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str],
-        head: str = "head") -> dict:
+        head: str = "head", limit_s: float | None = None) -> dict:
+    """One ``pr``; stopped after ``limit_s`` (its checkpoints then give what it measured, and
+    ``cut`` says so)."""
     cmd = [sys.executable, "-m", "compilewatch.bot.cli", "pr", "--repo", str(repo), "--base",
            "main", "--head", head, "--device", device, "--isolation", isolation, "--no-db",
            "--out", str(out), *extra]
     t0 = time.monotonic()
     # its log (a line per finished model) goes to ours: a long GPU run shows how far it got
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        code: int | None = proc.wait(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        code = None
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     wall = time.monotonic() - t0
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"pr failed ({proc.returncode}); its log is above")
+    if code not in (0, 1, None):
+        raise SystemExit(f"pr failed ({code}); its log is above")
+    if not all((out / f"{side}.json").exists() for side in ("base", "head")):
+        raise SystemExit(f"pr stopped by --limit-s after {wall:.0f} s before any model ended")
     sides = [json.loads((out / f"{side}.json").read_text()) for side in ("base", "head")]
     results = [r for data in sides for r in data["results"]]
     models = len(results)
@@ -66,11 +86,13 @@ def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str],
     warm_started = sum((r.get("compile") or {}).get("warm_start_s") is not None
                        for r in results)
     b = budget(sides, fork=isolation == "fork")
-    headline = json.loads((out / "comparison.json").read_text())["headline"]
+    headline = None if code is None else \
+        json.loads((out / "comparison.json").read_text())["headline"]
     return {"wall": wall, "phases": dict(b.phases), "harness": b.harness, "models": models,
             "timed": timed, "compiled": compiled, "warm_started": warm_started,
             "headline": headline, "share": b.share(),
-            "share_without_cuda": b.share(without_cuda=True)}
+            "share_without_cuda": b.share(without_cuda=True), "sides": sides,
+            "cut": code is None}
 
 
 def nightly(repo: Path, tmp: Path, device: str) -> list[str]:
@@ -103,7 +125,8 @@ def table(rows: list[tuple[str, str, dict]]) -> str:
             "harness process-seconds per wall second"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for scenario, isolation, r in rows:
-        cells = [scenario, isolation, f"{r['wall']:.0f}", f"{r['compiled']} of {r['models']}",
+        wall = f"{r['wall']:.0f}" + (" (cut)" if r["cut"] else "")
+        cells = [scenario, isolation, wall, f"{r['compiled']} of {r['models']}",
                  f"{r['timed']}",
                  *(f"{r['phases'].get(n, 0):.1f}" for n in names),
                  f"{r['share']:.1%}", f"{r['share_without_cuda']:.1%}",
@@ -121,6 +144,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--warm-nightly", action="store_true",
                     help="Publish a nightly's artifacts first; every pr loads them.")
+    ap.add_argument("--limit-s", type=float, default=None,
+                    help="Seconds for each pr; one stopped there is reported from its "
+                         "checkpoints, marked (cut), with the model-sides it finished.")
     ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
     args = ap.parse_args()
     suites = args.suite or ["micro", "hf"]
@@ -133,15 +159,20 @@ def main() -> None:
             for isolation in args.isolation or ["fork", "spawn"]:
                 r = run(repo, out / f"{scenario}-{isolation}", args.device, isolation,
                         [*SCENARIOS[scenario], *warm, *args.extra],
-                        HEAD_OF.get(scenario, "head"))
+                        HEAD_OF.get(scenario, "head"), args.limit_s)
                 rows.append((scenario, isolation, r))
                 h = r["headline"]
-                print(f"{scenario} {isolation}: {r['wall']:.0f} s; {h['regressions']} "
-                      f"regressions, {h['improvements']} improvements, {h['unchanged']} "
-                      f"unchanged, {h['within_noise']} within noise, {h['noisy']} noisy; "
+                verdicts = "cut by --limit-s, not judged" if h is None else (
+                    f"{h['regressions']} regressions, {h['improvements']} improvements, "
+                    f"{h['unchanged']} unchanged, {h['within_noise']} within noise, "
+                    f"{h['noisy']} noisy")
+                print(f"{scenario} {isolation}: {r['wall']:.0f} s; {verdicts}; "
                       f"{r['warm_started']} model-sides warm-started from an artifact",
                       file=sys.stderr, flush=True)
                 print(table(rows), flush=True)  # so far: a run stopped by a limit keeps it
+            done = {iso: r["sides"] for sc, iso, r in rows if sc == scenario}
+            if {"fork", "spawn"} <= set(done):
+                print(agreement(done["fork"], done["spawn"]), flush=True)
 
 
 def user_repo(root: Path, suites: list[str]) -> Path:
