@@ -40,6 +40,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _phases import budget
 from _repo import make_repo
 
+from compilewatch.bot.judge.comparison import Delta
+from compilewatch.bot.judge.followup import cold_undecided
 from compilewatch.core.schema import Latency
 
 INJECT = '''"""Models whose head commit changes by a known amount (verdict_quality.py)."""
@@ -216,9 +218,11 @@ def compare(results: Path, out: Path, repo: Path | None = None) -> dict | None:
     return json.loads((out / "comparison.json").read_text())
 
 
-def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int]:
+def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int, int]:
     """A known cold-compile change on real noise: every untouched model's head cold compiles
-    (wall and CPU samples) times ``factor``, judged again by ``compare``; (found, models).
+    (wall and CPU samples) times ``factor``, judged again by ``compare``; (found, models,
+    misses whose verdict a ``pr`` would leave open near the threshold and so give more cold
+    compiles: what those would have made of it is not known here).
     The repeat's own processes carry the noise, so this says what a change of that size
     meets on this runner, model by model, beside the one injected model that really
     compiles more."""
@@ -241,12 +245,13 @@ def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int]:
     judged = compare(out, out)
     if judged is None:
         print("the scaled cold compiles could not be compared; not counted", file=sys.stderr)
-        return 0, 0
-    rows = judged["rows"]
+        return 0, 0, 0
+    rows = [r for r in judged["rows"] if r["model"] in untouched]
     want = "regression" if factor > 1 else "improvement"
-    found = sum((r.get("cold_compile") or {}).get("verdict") == want for r in rows
-                if r["model"] in untouched)
-    return found, len(untouched)
+    found = sum((r.get("cold_compile") or {}).get("verdict") == want for r in rows)
+    asked = sum(cold_undecided(Delta.model_validate(r["cold_compile"])) is not None
+                for r in rows if r.get("cold_compile"))
+    return found, len(untouched), asked
 
 
 def _result(results: dict, model: str, side: str) -> dict | None:
@@ -295,7 +300,8 @@ def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False,
 
 
 def report(comparisons: list[dict], runs: list[dict], walls: list[float],
-           cut: list[bool] | None = None, scaled: list[tuple[int, int]] | None = None) -> str:
+           cut: list[bool] | None = None, scaled: list[tuple[int, int, int]] | None = None
+           ) -> str:
     lines = ["| model | change | true size (pooled) | verdicts per repeat |",
              "| --- | --- | --- | --- |"]
     flagged_aa, total_aa, found, total = 0, 0, 0, 0
@@ -336,9 +342,11 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
                                   if cut and cut[i] else "") for i, w in enumerate(walls)) + "."]
     if scaled:
         lines.append(f"Cold compile x{COLD_FACTOR} on the untouched models' head samples "
-                     f"(their own noise): found in {sum(f for f, _ in scaled)} of "
-                     f"{sum(n for _, n in scaled)} model-repeats ("
-                     + ", ".join(f"{f}/{n}" for f, n in scaled) + ").")
+                     f"(their own noise): found in {sum(f for f, _, _ in scaled)} of "
+                     f"{sum(n for _, n, _ in scaled)} model-repeats ("
+                     + ", ".join(f"{f}/{n}" for f, n, _ in scaled) + "); "
+                     f"{sum(a for _, _, a in scaled)} of the misses were left open near the "
+                     "threshold, so a pr would have given them more cold compiles.")
     for i, run in enumerate(runs, 1):
         fork = (run["base"].get("settings") or {}).get("isolation", "fork") == "fork"
         host = run["base"].get("host") or {}
@@ -348,8 +356,21 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
             "ready_compile_workers") else ""
         lines.append(f"Repeat {i}{ready}: {preflight}"
                      f"{budget([run['base'], run['head']], fork).line()}; "
-                     f"{cold_spread(run)}.")
+                     f"{cold_spread(run)}; {follow_ups(run)}.")
     return "\n".join(lines)
+
+
+def follow_ups(run: dict) -> str:
+    """Which models the loop gave more timing processes or more cold compiles (their notes
+    say so, ``bot/judge/followup.py``): how often a first verdict was left open."""
+    got: dict[str, list[str]] = {"timing processes": [], "cold compiles": []}
+    for r in run["head"]["results"]:
+        for what, models in got.items():
+            if any(f"more {what} a side" in n for n in r.get("notes") or []):
+                models.append(r["model"])
+    return "follow-ups: " + "; ".join(
+        f"more {what} for {', '.join(models) if models else 'none'}"
+        for what, models in got.items())
 
 
 def cold_spread(run: dict) -> str:
@@ -420,7 +441,7 @@ def main() -> None:
         repo = make_inject_repo(Path(tmp), suites, inject=not args.aa_only)
         out_root = args.out or Path(tmp) / "out"
         comparisons, runs, walls, cuts = [], [], [], []
-        scaled: list[tuple[int, int]] = []
+        scaled: list[tuple[int, int, int]] = []
         for i in range(args.repeats):
             # stopping takes up to STOP_GRACE_S and judging the checkpoints a few seconds
             left = None if end is None else end - time.monotonic() - STOP_GRACE_S - 10
