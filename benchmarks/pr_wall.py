@@ -34,6 +34,7 @@ graphs per model-side; spawn/fork of the cold and warm compile medians). ``--lim
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -60,19 +61,20 @@ def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str],
     cmd = [sys.executable, "-m", "compilewatch.bot.cli", "pr", "--repo", str(repo), "--base",
            "main", "--head", head, "--device", device, "--isolation", isolation, "--no-db",
            "--out", str(out), *extra]
+    for name in ("base.json", "head.json", "comparison.json"):  # never an earlier run's
+        (out / name).unlink(missing_ok=True)
     t0 = time.monotonic()
-    # its log (a line per finished model) goes to ours: a long GPU run shows how far it got
+    # its log (a line per finished model) goes to ours: a long GPU run shows how far it got;
+    # its own process group, so that a limit stops it and its workers, and so does Ctrl-C
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True)
+    code: int | None = None
     try:
-        code: int | None = proc.wait(timeout=limit_s)
+        code = proc.wait(timeout=limit_s)
     except subprocess.TimeoutExpired:
-        code = None
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
+    except BaseException:
+        stop(proc)
+        raise
     wall = time.monotonic() - t0
     if code not in (0, 1, None):
         raise SystemExit(f"pr failed ({code}); its log is above")
@@ -93,6 +95,19 @@ def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str],
             "headline": headline, "share": b.share(),
             "share_without_cuda": b.share(without_cuda=True), "sides": sides,
             "cut": code is None}
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the pr's process group (it then ends its workers and writes what it has),
+    SIGKILL after 30 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def nightly(repo: Path, tmp: Path, device: str) -> list[str]:

@@ -304,11 +304,10 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
         noise = noise_bands_of(req.db_url, envs[pythons["base"]].fingerprint)
         # a model whose timing the host preflight silences gets no more processes: more of
         # them on that host would not settle it (bot/judge/host.py)
-        policy = project.threshold_policy()
-        more = asker(policy, noise, of_check(host))
+        policy, steadiness = project.threshold_policy(), of_check(host)
         measured = measure(sides, req.measure, same_environment=same_env, changed=changed,
-                           on_done=checkpoint, follow_up=more,
-                           cold_follow_up=cold_asker(policy, noise))
+                           on_done=checkpoint, follow_up=asker(policy, noise, steadiness),
+                           cold_follow_up=cold_asker(policy, noise, steadiness))
         runs = results_of(measured)
         comparison = compare_with_project(runs["base"], runs["head"], trees["base"], noise)
         if any(diagnostics.flagged(r) for r in comparison.rows):

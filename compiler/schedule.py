@@ -29,6 +29,7 @@ files is not measured at all (``compile_skipped``).
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import heapq
 import itertools
@@ -211,6 +212,7 @@ class _JobState:
     # the suite whose eager model this job's timing processes also time (``Loop._reference``)
     reference: str | None = None
     cold_dirs: dict[int, Path] = field(default_factory=dict)  # kept caches of cold compiles 2..
+    cold_order: list[int] = field(default_factory=list)  # the index of each of outputs.cold
     held: dict[int, list[int]] = field(default_factory=dict)  # cold index -> timing waiting on it
 
 
@@ -598,9 +600,16 @@ class Loop:
             st.outputs.scan = output
             self._scan_done(key)
             return
+        if task.kind in ("cold", "timing") and self._followed_up_failure(st, task, output):
+            self._settle(st)
+            return
         if task.kind == "cold":
             assert output is not None
-            st.outputs.cold.append(output)  # the first cold process always ends first
+            # in index order (the first one always ends first), so that base's and head's
+            # cold compile i pair up however the ones beside each other finished
+            at = bisect.bisect(st.cold_order, task.index)
+            st.cold_order.insert(at, task.index)
+            st.outputs.cold.insert(at, output)
             if task.index == 1:
                 st.outputs.trace = self._keep_trace(st)
                 self._first_cold_done(key)
@@ -615,6 +624,20 @@ class Loop:
             self._record_warm_start(st, output)
         self._settle(st)
 
+    def _followed_up_failure(self, st: _JobState, task: _Task,
+                             output: WorkerOutput | None) -> bool:
+        """A follow-up's process (past the side's own cold or timing processes) that failed:
+        a note, not the model's status; the model passed with the processes its first
+        verdict had, and a follow-up only adds evidence. True: left out."""
+        opts = st.side.opts
+        own = opts.cold_processes if task.kind == "cold" else opts.timing_processes
+        if output is None or output.ok or task.index <= own:
+            return False
+        what = "cold compile" if task.kind == "cold" else "timing process"
+        st.outputs.notes.append(f"follow-up {what} {task.index} failed ({output.category.value}), "
+                                f"left out: {(output.error or '')[-300:]}")
+        return True
+
     def _settle(self, st: _JobState) -> None:
         """Finish a (side, job) with nothing left to run, unless it waits for its partner or
         for the timing processes a follow-up just queued."""
@@ -628,13 +651,18 @@ class Loop:
         (``cold_follow_up``, where both sides have two or more), queued interleaved and paired
         as before. True: ``st`` is not finished yet (it waits for its partner, or for those
         processes)."""
-        asks = self._askers(st)
-        if not asks or len(self.sides) != 2 or st.followed_up:
+        if len(self.sides) != 2 or st.followed_up:
             return False
         key = ident(st.job)
         sts = [self.states.get((name, key)) for name in self.sides]
         other = next((o for o in sts if o is not None and o is not st), None)
         if other is None or other.done:
+            return False
+        if not self._askers(st):
+            # nothing to ask of this side, so nothing of the pair: a partner that waited
+            # for it to decide is finished too
+            if other.planned and other.pending == 0 and not other.followed_up:
+                self._finish(other)
             return False
         if not (other.planned and other.pending == 0):
             return True  # its partner is still measuring: decide when both are in
@@ -642,7 +670,7 @@ class Loop:
         for o in pair:
             o.followed_up = True
         queued = False
-        for kind, ask, extra in asks:
+        for kind, ask, extra in self._askers(st):
             if not all(self._askers(o, kind) for o in pair):
                 continue
             why = self._ask(ask, pair)

@@ -81,16 +81,21 @@ def cold_undecided(d: Delta | None) -> str | None:
 
 
 def more_cold(base: ModelResult, head: ModelResult, thresholds: Thresholds,
-              noise: NoiseBands | None = None) -> str | None:
-    """Why this model needs more cold compiles (None: its cold-compile verdict stands)."""
+              noise: NoiseBands | None = None, host: HostNoise | None = None) -> str | None:
+    """Why this model needs more cold compiles (None: its cold-compile verdict stands). Not
+    where the host preflight found the CPU, which compiles, too noisy: the verdict says so
+    whatever more compiles would show."""
+    if host is not None and host.silences("host"):
+        return None
     return cold_undecided(compare_model(base, head, thresholds, noise=noise).cold_compile)
 
 
-def cold_asker(policy: ThresholdPolicy, noise: NoiseBands) -> FollowUp:
+def cold_asker(policy: ThresholdPolicy, noise: NoiseBands, host: HostNoise | None = None
+               ) -> FollowUp:
     """The measuring loop's question once a model's cold compiles are in, judged with the
-    thresholds and noise the comparison will use."""
+    thresholds, noise and host preflight the comparison will use."""
     def ask(base: ModelResult, head: ModelResult) -> str | None:
-        return more_cold(base, head, policy.for_model(base.model), noise)
+        return more_cold(base, head, policy.for_model(base.model), noise, host)
 
     return ask
 

@@ -586,6 +586,79 @@ def test_one_cold_compile_a_side_is_never_followed_up(
     assert runs["head"][0].result.status is Status.PASS
 
 
+def _failing(which: set[tuple[str, str]], cold_s_of_index: bool = False):  # type: ignore[no-untyped-def]
+    """Worker outputs where the processes named (side, kind and index, e.g. ("head",
+    "cold4")) crash; with ``cold_s_of_index`` cold compile k takes k seconds, and the later
+    of a pair's compiles end first."""
+    from compilewatch.compiler.protocol import WorkerOutput
+
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        side, what = name.split("-", 1)[0], name.rsplit("-", 1)[1]
+        if (side, what) in which:
+            return WorkerOutput(ok=False, phase=spec.phase, category=Category.CRASH,
+                                error="Segmentation fault")
+        if cold_s_of_index and what.startswith("cold"):
+            k = int(what[4:])
+            time.sleep(max(0.0, 0.3 - 0.1 * k))
+            return worker_output(spec, cold_s=float(k))
+        return worker_output(spec)
+    return output
+
+
+def test_a_side_with_nothing_to_ask_finishes_the_partner_that_waited_for_it(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Base has three good cold compiles and waits to ask; head's second and third crashed,
+    so there is nothing to ask of the pair: both sides' results come out (head's as the
+    failure it is), neither is lost. Timed in the cold process (``--no-warm``) and with
+    timing processes alike."""
+    for timing in (0, 2):
+        _fake(monkeypatch, output=_failing({("head", "cold2"), ("head", "cold3")}))
+        opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=timing)
+        sides = [Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)]
+        runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+                                           cold_follow_up=lambda b, h: "more", extra_cold=2))
+        assert [r.result.model for r in runs["base"]] == ["a"], timing
+        assert [r.result.model for r in runs["head"]] == ["a"], timing
+        assert runs["base"][0].result.status is Status.PASS
+        assert runs["head"][0].result.category is Category.CRASH
+        assert not any(k == "cold" and FakeLauncher.caches[i][2] in ("cold4", "cold5")
+                       for i, (_, _, k) in enumerate(FakeLauncher.launches))
+
+
+def test_a_failed_follow_up_process_is_a_note_not_the_models_status(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model passed with the processes its first verdict had; a follow-up that crashes
+    (head's cold compile 4, base's timing process 3) is left out with a note."""
+    _fake(monkeypatch, output=_failing({("head", "cold4"), ("base", "timing3")}))
+    sides = [Side("base", jobs[:1], COLD3), Side("head", jobs[:1], COLD3)]
+    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+                                       follow_up=lambda b, h: "t", extra_timing=1,
+                                       cold_follow_up=lambda b, h: "c", extra_cold=2))
+    base, head = runs["base"][0].result, runs["head"][0].result
+    assert base.status is Status.PASS and head.status is Status.PASS
+    assert len(base.compile.cold_samples_s) == 5 and len(head.compile.cold_samples_s) == 4
+    assert base.latency is not None and base.latency.processes == 2
+    assert head.latency is not None and head.latency.processes == 3
+    assert any("follow-up cold compile 4 failed (crash)" in n and "Segmentation fault" in n
+               for n in head.notes)
+    assert any("follow-up timing process 3 failed (crash)" in n for n in base.notes)
+
+
+def test_cold_samples_keep_their_index_order_however_the_compiles_finish(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Base's and head's cold compile i are paired by position: with compiles side by side
+    the later index ends first here, and the samples still come out in index order."""
+    _fake(monkeypatch, output=_failing(set(), cold_s_of_index=True))
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=1)
+    sides = [Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)]
+    runs = measure(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
+                                       measure_all=True, cold_follow_up=lambda b, h: "c",
+                                       extra_cold=2))
+    for side in ("base", "head"):
+        got = [round(x) for x in runs[side][0].result.compile.cold_samples_s]
+        assert got == [1, 2, 3, 4, 5], side
+
+
 def _timing_caches() -> dict[tuple[str, str], dict[str, str]]:
     """Per (side, model): each process's name (cold1, timing2, ...) -> its cache dir."""
     out: dict[tuple[str, str], dict[str, str]] = {}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.followup import asker, cold_asker, more_cold, more_processes
+from compilewatch.bot.judge.host import HostNoise
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
@@ -166,6 +167,18 @@ def test_cold_compile_follow_ups_ask_only_where_more_compiles_could_settle_it():
     reused = _cold([3.0, 3.3, 2.8], 1).model_copy(deep=True)
     reused.compile.cache_dir_was_empty = False  # not cold: no cold-compile verdict at all
     assert more_cold(reused, _cold([3.5, 3.3, 3.9], 2), T) is None
+
+
+def test_no_more_cold_compiles_where_the_host_preflight_silences_compile_times():
+    """A noisy CPU (which compiles) makes every compile-time verdict say "too noisy to judge":
+    more cold compiles on that host settle nothing. A noisy GPU alone does not touch them."""
+    b, h = _cold([3.0, 3.3, 2.8], 1), _cold([3.5, 3.3, 3.9], 2)
+    cases = [(HostNoise(), True), (HostNoise(cpu=True, gpu_run=True), False),
+             (HostNoise(gpu=True, gpu_run=True), True), (HostNoise(cpu=True), False)]
+    for host, asks in cases:
+        assert (more_cold(b, h, T, host=host) is not None) is asks, host
+        assert (cold_asker(ThresholdPolicy(default=T), NoiseBands(), host)(b, h)
+                is not None) is asks, host
 
 
 def test_the_cold_asker_judges_with_the_base_checkouts_thresholds(tmp_path: Path):
