@@ -225,7 +225,10 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
                              cold_processes=r.cold_processes or 1,
                              timing_processes=r.timing_processes or 1,
                              isolation=r.isolation,
-                             ready_compile_workers=r.ready_compile_workers),
+                             ready_compile_workers=r.ready_compile_workers,
+                             extra_processes=(r.extra_processes or 0) if trigger == "pr" else 0,
+                             extra_cold_processes=(r.extra_cold_processes or 0)
+                             if trigger == "pr" else 0),
         results=model_results, host=host)
 
 

@@ -456,6 +456,10 @@ class RunSettings(_Model):
     # Inductor's compile workers started early and ready before each compile's clock
     # (``compiler/compileworkers.py``); False: torch's own race decides where kernels compile
     ready_compile_workers: bool = False
+    # a pr's follow-ups: timing processes and cold compiles a side that a model whose first
+    # verdict was left open near its threshold could get (its notes say when it did)
+    extra_processes: Count32 = 0
+    extra_cold_processes: Count32 = 0
 
 
 class HostCheck(_Model):

@@ -105,12 +105,13 @@ class Recorder:
 WARM_KEYS = ("warm_cache", "warm_cache_repo", "token_env", "github_url")
 
 
-def fake_pr(repo: Path, out: Path, recorder: Recorder, **kwargs: object) -> None:
+def fake_pr(repo: Path, out: Path, recorder: Recorder, measure: MeasureOptions | None = None,
+            **kwargs: object) -> None:
     warm = {k: kwargs.pop(k) for k in WARM_KEYS if k in kwargs}
     wc = WarmCacheOptions(source=warm.get("warm_cache"), repo=warm.get("warm_cache_repo"),
                           token_env=warm.get("token_env", "GITHUB_TOKEN"),
                           github_url=warm.get("github_url"))  # type: ignore[arg-type]
-    pr_command(PrRequest(repo=repo, out=out, measure=MeasureOptions(quiet=True),
+    pr_command(PrRequest(repo=repo, out=out, measure=measure or MeasureOptions(quiet=True),
                          warm_cache=wc, no_db=True, **kwargs),  # type: ignore[arg-type]
                measure=recorder, environment=lambda _: environment())
 
@@ -162,6 +163,19 @@ def test_the_loop_asks_for_more_cold_compiles_with_the_bases_thresholds(
     b, h = cold([3.0, 3.3, 2.8], 1), cold([3.5, 3.3, 3.9], 2)
     assert compare_model(b, h, Thresholds()).cold_compile.verdict is Verdict.WITHIN_NOISE
     assert rec.cold_follow_up(b, h) is not None
+
+
+def test_the_results_say_which_follow_ups_the_pr_allowed(repo: Path, tmp_path: Path) -> None:
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"models.py": suite_file("a", "b")}, "B")
+    for i, (timing, cold) in enumerate([(None, None), (1, 2)]):
+        fake_pr(repo, tmp_path / f"out{i}", Recorder(), base="main", head="feature",
+                measure=MeasureOptions(quiet=True, extra_processes=timing,
+                                       extra_cold_processes=cold))
+        for side in ("base", "head"):
+            got = load_results(tmp_path / f"out{i}" / f"{side}.json").settings
+            assert (got.extra_processes, got.extra_cold_processes) == (timing or 0, cold or 0)
 
 
 def test_extra_cold_compiles_default_to_three_on_a_gpu_and_none_on_a_cpu() -> None:

@@ -85,4 +85,6 @@ def test_ready_compile_workers_reaches_every_worker_and_the_results(
         measure=MeasureOptions(rounds=3, block_ms=2.0, timeout_s=60.0, timing_processes=1,
                                ready_compile_workers=ready, quiet=True)))
     assert seen and set(seen) == {ready}
-    assert load_results(out).settings.ready_compile_workers is ready
+    settings = load_results(out).settings
+    assert settings.ready_compile_workers is ready
+    assert (settings.extra_processes, settings.extra_cold_processes) == (0, 0)  # one side
