@@ -116,19 +116,26 @@ def fake_pr(repo: Path, out: Path, recorder: Recorder, measure: MeasureOptions |
                measure=recorder, environment=lambda _: environment())
 
 
-def test_the_loop_asks_for_more_processes_with_the_bases_thresholds(
-        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The head commit sets a 50% compiled-time threshold; the follow-up the loop gets judges
-    with the base's (default 3%), so a close +10% still asks for more processes."""
+def _loosened(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+              threshold: str) -> Recorder:
+    """A fake pr whose head commit loosens one threshold (``threshold``, a TOML line)."""
     import compilewatch.bot.pr as pr
 
     monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)  # whatever this host is like
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
     sh(repo, "checkout", "-q", "-b", "feature")
     commit(repo, {"pyproject.toml": PYPROJECT + "\n[tool.compilewatch.thresholds]\n"
-                  "compiled_time = 0.5\n"}, "loosen the gate")
+                  f"{threshold}\n"}, "loosen the gate")
     rec = Recorder()
     fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
+    return rec
+
+
+def test_the_loop_asks_for_more_processes_with_the_bases_thresholds(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The head commit sets a 50% compiled-time threshold; the follow-up the loop gets judges
+    with the base's (default 3%), so a close +10% still asks for more processes."""
+    rec = _loosened(repo, tmp_path, monkeypatch, "compiled_time = 0.5")
     assert rec.follow_up is not None
     base = timed_result("a", [195.2, 203.3, 204.9], seed=1)  # the H200 case, docs/compare.md
     noisy = timed_result("a", [208.7, 231.7, 222.7], seed=2)
@@ -143,15 +150,7 @@ def test_the_loop_asks_for_more_cold_compiles_with_the_bases_thresholds(
     base's 15%, so an undecided +17.6% still asks for more cold compiles."""
     import statistics
 
-    import compilewatch.bot.pr as pr
-
-    monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)
-    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
-    sh(repo, "checkout", "-q", "-b", "feature")
-    commit(repo, {"pyproject.toml": PYPROJECT + "\n[tool.compilewatch.thresholds]\n"
-                  "cold_compile = 0.9\n"}, "loosen the gate")
-    rec = Recorder()
-    fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
+    rec = _loosened(repo, tmp_path, monkeypatch, "cold_compile = 0.9")
     assert rec.cold_follow_up is not None
 
     def cold(samples: list[float], seed: int):  # type: ignore[no-untyped-def]
