@@ -629,9 +629,7 @@ class Loop:
         """A follow-up's process (past the side's own cold or timing processes) that failed:
         a note, not the model's status; the model passed with the processes its first
         verdict had, and a follow-up only adds evidence. True: left out."""
-        opts = st.side.opts
-        own = opts.cold_processes if task.kind == "cold" else opts.timing_processes
-        if output is None or output.ok or task.index <= own:
+        if output is None or output.ok or task.index <= self._own(st, task.kind):
             return False
         what = "cold compile" if task.kind == "cold" else "timing process"
         st.outputs.notes.append(f"follow-up {what} {task.index} failed ({output.category.value}), "
@@ -669,21 +667,20 @@ class Loop:
         pair = [o for o in sts if o is not None]
         for o in pair:
             o.followed_up = True
+        so_far = [self._so_far(o) for o in pair]
         queued = False
         for kind, ask, extra in self._askers(st):
             if not all(self._askers(o, kind) for o in pair):
                 continue
-            why = self._ask(ask, pair)
+            why = self._ask(ask, pair, so_far)
             if why is None:
                 continue
             queued = True
             what = "timing processes" if kind == "timing" else "cold compiles"
             for o in pair:
                 o.outputs.notes.append(f"{extra} more {what} a side: {why}")
-                first = len(o.outputs.timing if kind == "timing" else o.outputs.cold)
-                if kind == "cold":
-                    first = max(first, o.side.opts.cold_processes)
-                for k in range(first + 1, first + extra + 1):
+                own = self._own(o, kind)
+                for k in range(own + 1, own + extra + 1):
                     self._push(o, kind, k)
         if not queued:
             self._finish(other)
@@ -702,11 +699,19 @@ class Loop:
             asks.append(("cold", s.cold_follow_up, s.extra_cold))
         return [a for a in asks if only is None or a[0] == only]
 
-    def _ask(self, ask: FollowUp, pair: list[_JobState]) -> str | None:
+    @staticmethod
+    def _own(st: _JobState, kind: Kind) -> int:
+        """How many cold or timing processes a side runs before any follow-up: a follow-up's
+        processes are numbered after them."""
+        opts = st.side.opts
+        return opts.cold_processes if kind == "cold" else opts.timing_processes
+
+    @staticmethod
+    def _ask(ask: FollowUp, pair: list[_JobState], so_far: list[ModelResult]) -> str | None:
         """One asker's answer on the pair's results so far; a judging bug must not stop the
         measuring: it is a note, and no follow-up."""
         try:
-            return ask(*(self._so_far(o) for o in pair))
+            return ask(*so_far)
         except Exception as e:
             for o in pair:
                 o.outputs.notes.append(f"no follow-up: asking failed ({type(e).__name__}: {e})")

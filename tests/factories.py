@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import statistics
 import uuid
 from typing import Any, ClassVar
 
@@ -166,6 +167,15 @@ def model_result(
         memory=Memory(eager_peak_bytes=peak_bytes, compiled_peak_bytes=peak_bytes),
         duration_s=cold_s + warm_s + 1.0,
     )
+
+
+def cold_result(model: str, samples: list[float], seed: int = 1) -> ModelResult:
+    """A result whose cold compiles (one per process, each on an empty cache, run beside other
+    compiles) took ``samples`` seconds: a cold-compile verdict's input."""
+    r = model_result(model, seed=seed)
+    return r.model_copy(update={"compile": r.compile.model_copy(update={
+        "cold_samples_s": samples, "cold_s": statistics.median(samples),
+        "cold_cpu_samples_s": [], "cache_dir_was_empty": True, "cold_concurrent": True})})
 
 
 def run_results(results: list[ModelResult] | None = None, *, commit: str | None = None,

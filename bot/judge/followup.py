@@ -51,32 +51,38 @@ def more_processes(base: ModelResult, head: ModelResult, thresholds: Thresholds,
                                               head.latency.launch_bound)):
         return None
     d = compare_model(base, head, thresholds, noise=noise).compiled_time
-    if d is None or d.verdict not in UNDECIDED or d.ratio is None or d.threshold is None:
-        return None
-    reach = abs(math.log(d.ratio))
-    if reach < math.log1p(d.threshold):
+    reach = _open(d, 1.0)
+    if d is None or reach is None:
         return None
     if d.band is not None and reach < math.log1p(d.band) / 2:
         return None  # the band is more than twice the change: three more will not get there
-    verdict = d.verdict.value.replace("_", " ")
-    interval = "" if d.ci_low is None or d.ci_high is None else \
-        f" [{d.ci_low - 1:+.1%}, {d.ci_high - 1:+.1%}]"
-    return (f"the first {d.samples[0] if d.samples else '?'} a side gave compiled time "
-            f"{d.ratio - 1:+.1%}{interval}, {verdict}, past the {d.threshold:.0%} threshold")
+    return _said(d, "compiled time", "past")
 
 
 def cold_undecided(d: Delta | None) -> str | None:
     """Why more cold compiles would settle this cold-compile verdict (None: it stands, or one
     sample a side was only shown): undecided, with the estimate at or past ``COLD_REACH`` of the
     threshold either way."""
+    return None if d is None or _open(d, COLD_REACH) is None else \
+        _said(d, "cold compile", "near")
+
+
+def _open(d: Delta | None, share: float) -> float | None:
+    """The estimate's size (|log ratio|) where the verdict is undecided and the estimate is at
+    or past ``share`` of the threshold; None otherwise (decided, shown only, or too small)."""
     if d is None or d.verdict not in UNDECIDED or d.ratio is None or d.threshold is None:
         return None
-    if abs(math.log(d.ratio)) < math.log1p(d.threshold * COLD_REACH):
-        return None
+    reach = abs(math.log(d.ratio))
+    return reach if reach >= math.log1p(d.threshold * share) else None
+
+
+def _said(d: Delta, what: str, where: str) -> str:
+    """The follow-up's reason, as its note says it."""
+    assert d.ratio is not None and d.verdict is not None and d.threshold is not None
     interval = "" if d.ci_low is None or d.ci_high is None else \
         f" [{d.ci_low - 1:+.1%}, {d.ci_high - 1:+.1%}]"
-    return (f"the first {d.samples[0] if d.samples else '?'} a side gave cold compile "
-            f"{d.ratio - 1:+.1%}{interval}, {d.verdict.value.replace('_', ' ')}, near the "
+    return (f"the first {d.samples[0] if d.samples else '?'} a side gave {what} "
+            f"{d.ratio - 1:+.1%}{interval}, {d.verdict.value.replace('_', ' ')}, {where} the "
             f"{d.threshold:.0%} threshold")
 
 

@@ -28,7 +28,7 @@ from compilewatch.bot.render.formats import MARKER
 from compilewatch.compiler.schedule import FollowUp, JobRun, RunOptions, Side
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import HostCheck, load_results
-from tests.factories import environment, model_result, timed_result
+from tests.factories import cold_result, environment, model_result, timed_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
 
 PYPROJECT = '[project]\nname = "demo"\n\n[tool.compilewatch]\nsuites = ["models.py"]\n'
@@ -148,18 +148,9 @@ def test_the_loop_asks_for_more_cold_compiles_with_the_bases_thresholds(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The head commit sets a 90% cold-compile threshold; the cold follow-up judges with the
     base's 15%, so an undecided +17.6% still asks for more cold compiles."""
-    import statistics
-
     rec = _loosened(repo, tmp_path, monkeypatch, "cold_compile = 0.9")
     assert rec.cold_follow_up is not None
-
-    def cold(samples: list[float], seed: int):  # type: ignore[no-untyped-def]
-        r = model_result("a", seed=seed)
-        return r.model_copy(update={"compile": r.compile.model_copy(update={
-            "cold_samples_s": samples, "cold_s": statistics.median(samples),
-            "cold_concurrent": True})})
-
-    b, h = cold([3.0, 3.3, 2.8], 1), cold([3.5, 3.3, 3.9], 2)
+    b, h = cold_result("a", [3.0, 3.3, 2.8], 1), cold_result("a", [3.5, 3.3, 3.9], 2)
     assert compare_model(b, h, Thresholds()).cold_compile.verdict is Verdict.WITHIN_NOISE
     assert rec.cold_follow_up(b, h) is not None
 

@@ -621,8 +621,7 @@ def test_a_side_with_nothing_to_ask_finishes_the_partner_that_waited_for_it(
         assert [r.result.model for r in runs["head"]] == ["a"], timing
         assert runs["base"][0].result.status is Status.PASS
         assert runs["head"][0].result.category is Category.CRASH
-        assert not any(k == "cold" and FakeLauncher.caches[i][2] in ("cold4", "cold5")
-                       for i, (_, _, k) in enumerate(FakeLauncher.launches))
+        assert not any(name in ("cold4", "cold5") for _, _, name, _, _ in FakeLauncher.caches)
 
 
 def test_a_failed_follow_up_process_is_a_note_not_the_models_status(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 from pathlib import Path
 
 from compilewatch.bot.judge.comparison import Verdict
@@ -17,7 +16,7 @@ from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
 from compilewatch.core.schema import Category, ModelResult
-from tests.factories import model_result, timed_result
+from tests.factories import cold_result, model_result, timed_result
 
 T = Thresholds()
 # per-process compiled medians (µs) of compiler_side, repeat 6 on the H200
@@ -131,14 +130,8 @@ def test_asking_for_more_finds_more_without_more_false_alarms():
     assert twice >= once + 40
 
 
-def _cold(samples: list[float], seed: int = 1, cpu: list[float] | None = None) -> ModelResult:
-    """A result whose cold compiles (one per process, each on an empty cache, run beside other
-    compiles) took ``samples`` seconds."""
-    r = model_result("m", seed=seed)
-    return r.model_copy(update={"compile": r.compile.model_copy(update={
-        "cold_samples_s": samples, "cold_s": statistics.median(samples),
-        "cold_cpu_samples_s": cpu or [], "cache_dir_was_empty": True,
-        "cold_concurrent": True})})
+def _cold(samples: list[float], seed: int = 1) -> ModelResult:
+    return cold_result("m", samples, seed)
 
 
 def test_cold_compile_follow_ups_ask_only_where_more_compiles_could_settle_it():
