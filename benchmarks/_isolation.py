@@ -35,11 +35,11 @@ def agreement(fork: list[dict], spawn: list[dict]) -> str:
     lines, same = [], 0
     ratios: dict[str, list[float]] = {"cold_s": [], "warm_s": []}
     for key in both:
-        if _shape(a[key]) == _shape(b[key]):
+        fa, sb = _shape(a[key]), _shape(b[key])
+        if fa == sb:
             same += 1
         else:
-            lines.append(f"differs: {key[0]} {key[1]}: fork {_shape(a[key])[:3]}, "
-                         f"spawn {_shape(b[key])[:3]}")
+            lines.append(f"differs: {key[0]} {key[1]}: fork {fa[:3]}, spawn {sb[:3]}")
         for metric, got in ratios.items():
             x, y = ((a[key].get("compile") or {}).get(metric),
                     (b[key].get("compile") or {}).get(metric))
