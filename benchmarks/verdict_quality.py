@@ -356,7 +356,7 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
             "ready_compile_workers") else ""
         lines.append(f"Repeat {i}{ready}: {preflight}"
                      f"{budget([run['base'], run['head']], fork).line()}; "
-                     f"{cold_spread(run)}; {follow_ups(run)}.")
+                     f"{cold_spread(run)}; {cold_pairs(run)}; {follow_ups(run)}.")
     return "\n".join(lines)
 
 
@@ -384,6 +384,28 @@ def cold_spread(run: dict) -> str:
         return "cold compiles within a side: fewer than two a model"
     return (f"cold compiles within a side: median sd {statistics.median(sds):.1%}, "
             f"largest {max(sds):.1%} ({len(sds)} model-sides)")
+
+
+def cold_pairs(run: dict) -> str:
+    """Where an untouched model's cold-compile noise sits: between its pairs (each pair's log
+    ratio head/base scattered about their mean: what the paired interval sees) or in a shift
+    of one whole side against the other over all its pairs (the mean itself, which for the
+    same code should be near zero). With three pairs and pure pair noise of sd s the median
+    shift is about 0.39 s; a larger one is a side effect the interval does not see."""
+    shifts, spreads = [], []
+    for r in run["base"]["results"]:
+        model = r["model"]
+        b, h = _colds(run, model, "base"), _colds(run, model, "head")
+        if model in CHANGED or len(b) < 2 or len(b) != len(h) or min(b + h) <= 0:
+            continue
+        logs = [math.log(y / x) for x, y in zip(b, h, strict=True)]
+        shifts.append(abs(statistics.fmean(logs)))
+        spreads.append(statistics.stdev(logs))
+    if not shifts:
+        return "cold pairs: none of an untouched model"
+    return (f"cold pairs of untouched models: side shift {statistics.median(shifts):.1%} "
+            f"(median |mean log ratio|), pair spread {statistics.median(spreads):.1%} "
+            f"(median sd), {len(shifts)} models")
 
 
 def rejudge(dirs: list[Path]) -> None:

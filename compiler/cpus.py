@@ -130,9 +130,16 @@ class CoreGroups:
         rest = tuple(sorted(c for u in units[slots * size:] for c in u))
         return cls(groups, rest)
 
-    def take(self) -> tuple[int, ...]:
-        """A free group for a compile that starts (the loop never runs more than ``slots``)."""
-        return self.free.pop(0)
+    def take(self, first: bool = True) -> tuple[int, ...]:
+        """A free group for a compile that starts (the loop never runs more than ``slots``):
+        the first free one in the groups' own order, or with ``first`` false the last. Not
+        the longest free: a pair that ends together gives its groups back in the order it
+        took them, so the next pair took them in that order again and one side kept one
+        group over a model's pairs (the loop alternates ``first`` by side and pair)."""
+        free = sorted(self.free, key=self.groups.index)
+        group = free[0] if first else free[-1]
+        self.free.remove(group)
+        return group
 
     def give(self, group: tuple[int, ...]) -> None:
         if group in self.groups and group not in self.free:

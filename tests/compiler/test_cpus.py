@@ -129,3 +129,17 @@ def test_a_group_is_taken_by_one_compile_at_a_time_and_given_back(tmp_path: Path
     groups.give(a)  # twice: still once
     groups.give((99,))  # not one of them: ignored
     assert groups.free == [a]
+
+
+def test_a_compile_takes_the_first_or_the_last_free_group_in_the_groups_order(
+        tmp_path: Path) -> None:
+    """Not the longest free: groups given back in the order a pair took them would be taken
+    in that order again by the next pair, one side keeping one group."""
+    groups = cpus.CoreGroups.of(range(15), 4, tmp_path)
+    assert groups is not None
+    g = groups.groups
+    assert groups.take() == g[0] and groups.take(first=False) == g[3]
+    groups.give(g[3])
+    groups.give(g[0])  # given back last-first: still taken in the groups' own order
+    assert groups.take() == g[0] and groups.take() == g[1]
+    assert groups.take(first=False) == g[3] and groups.take() == g[2] and not groups.free

@@ -282,6 +282,35 @@ def test_each_compile_slot_runs_on_cores_of_its_own(
     assert all(t[1] == rest and t[2] == (timing_core,) and t[3] == 3 for t in timings)
 
 
+def test_a_models_cold_pairs_swap_which_side_takes_the_first_group(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four slots, one model, three cold compiles a side: the first pair starts together,
+    then the other two pairs at once. Had one side kept the lower of its pair's groups in
+    every pair, any difference between the groups would sit in every pair unseen; the
+    sides swap ends pair by pair."""
+    from compilewatch.compiler import cpus
+
+    monkeypatch.setattr(cpus, "available", lambda: set(range(16)))
+    monkeypatch.setattr(cpus, "siblings", lambda cpu, topology=None: {cpu})
+    taken: dict[tuple[str, str], tuple[int, ...]] = {}
+
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        if not spec.time_steady_state:
+            taken[(name.split("-")[0], name.rsplit("-", 1)[-1])] = spec.pin_cpus
+        time.sleep(0.05)
+        return worker_output(spec)
+
+    _fake(monkeypatch, output=output)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=1,
+                      pin_cpus=(15,))
+    measure([Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)],
+            LoopSettings(isolation="spawn", compile_slots=4, overlap=True, timing_ahead=1,
+                         measure_all=True, split_cores=True))
+    lower = [taken[("base", f"cold{i}")] < taken[("head", f"cold{i}")] for i in (1, 2, 3)]
+    assert all(taken[("base", f"cold{i}")] != taken[("head", f"cold{i}")] for i in (1, 2, 3))
+    assert lower == [True, False, True]  # base first, head first, base first
+
+
 def _hold_device(lock: str, log: str, spec_json: str) -> None:
     import json
 
@@ -523,8 +552,9 @@ def test_an_undecided_cold_compile_gets_more_cold_compiles_each_on_an_empty_cach
     assert asked == [("a", 3, 3), ("b", 3, 3)]
     extra = [(side, name, used) for side, model, name, _, used in FakeLauncher.caches
              if model == "a" and name in ("cold4", "cold5")]
-    assert extra == [("base", "cold4", False), ("head", "cold4", False),
-                     ("base", "cold5", False), ("head", "cold5", False)]  # paired, in turn
+    # paired, in turn, the side started first alternating as ABBA (cold 1-3: base, head, base)
+    assert extra == [("head", "cold4", False), ("base", "cold4", False),
+                     ("base", "cold5", False), ("head", "cold5", False)]
     dirs = {cache for _, model, name, cache, _ in FakeLauncher.caches
             if model == "a" and name.startswith("cold")}
     assert len(dirs) == 10  # five a side, none shared
