@@ -95,12 +95,17 @@ measure_options = _stacked(
                       "kernel compiles in them (by default torch compiles a kernel in the "
                       "process itself until they are up: a race suspected of moving short "
                       "cold compiles). Off by default until measured on a GPU."),
+    click.option("--preload-compile-path", is_flag=True,
+                 help="Import what a first compile imports on first use (pattern passes, "
+                      "codegen, export; worker.COMPILE_PATH) before any compile's clock, so a "
+                      "cold compile times the compile's own work rather than those imports. "
+                      "Off by default until measured on a GPU."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 
 MEASURE_KEYS = ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
                 "cold_processes", "isolation", "compile_slots", "pin_cpus",
-                "ready_compile_workers")
+                "ready_compile_workers", "preload_compile_path")
 
 
 def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:

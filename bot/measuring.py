@@ -84,6 +84,7 @@ class MeasureOptions:
     isolation: Isolation = "fork"
     compile_slots: int | None = None
     ready_compile_workers: bool = False
+    preload_compile_path: bool = False
     pin_cpus: tuple[int, ...] | None = None
     measure_all: bool = False
     quiet: bool = False
@@ -142,6 +143,7 @@ class MeasureOptions:
                           cold_processes=r.cold_processes, timing_processes=r.timing_processes,
                           python=python, pin_cpus=r.pin_cpus or (),
                           ready_compile_workers=r.ready_compile_workers,
+                          preload_compile_path=r.preload_compile_path,
                           gpu_warmup_s=0.5 if self.gpu else 0.0, **extra)
 
     def loop_settings(self, same_environment: bool = True,
@@ -226,6 +228,7 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
                              timing_processes=r.timing_processes or 1,
                              isolation=r.isolation,
                              ready_compile_workers=r.ready_compile_workers,
+                             preload_compile_path=r.preload_compile_path,
                              extra_processes=(r.extra_processes or 0) if trigger == "pr" else 0,
                              extra_cold_processes=(r.extra_cold_processes or 0)
                              if trigger == "pr" else 0),

@@ -64,6 +64,8 @@ class WorkerSpec(_Frozen):
     # start Inductor's compile workers early and wait for them before the compile's clock
     # (``compiler/compileworkers.py``)
     ready_compile_workers: bool = False
+    # a spawned worker also imports ``worker.COMPILE_PATH`` with torch (a fork server has)
+    preload_compile_path: bool = False
     # a file (GPU runs): one timing section at a time, and every other GPU section waits while
     # one runs (``compiler/quiet.py``)
     device_lock: str | None = None

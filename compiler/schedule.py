@@ -47,6 +47,7 @@ from compilewatch.compiler.plan import Job
 from compilewatch.compiler.processes import Isolation, Launch, Launcher, worker_env
 from compilewatch.compiler.protocol import Phase, WorkerOutput, WorkerSpec
 from compilewatch.compiler.reads import ChangedFiles
+from compilewatch.compiler.worker import COMPILE_PATH
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.schema import STATUS_OF, Category, ModelResult
 
@@ -79,6 +80,7 @@ class RunOptions:
     pin_cpus: tuple[int, ...] = ()  # timing processes run on these cores
     gpu_warmup_s: float = 0.0
     ready_compile_workers: bool = False  # compile workers ready before a compile's clock
+    preload_compile_path: bool = False  # worker.COMPILE_PATH imported before any compile
     # keep each first cold compile's structured trace (gzip) in this folder; results name it
     # relative to ``diagnostics_base``
     diagnostics_dir: Path | None = None
@@ -508,6 +510,7 @@ class Loop:
             compile_threads=len(compile_cpus) if compile_cpus and self.groups is not None
             else None,
             ready_compile_workers=opts.ready_compile_workers,
+            preload_compile_path=opts.preload_compile_path,
             gpu_warmup_s=opts.gpu_warmup_s if times else 0.0,
             watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
             home_root=str(opts.home_root) if scan and opts.home_root else None,
@@ -869,6 +872,12 @@ class Loop:
         return self.results
 
 
+def _compile_path(sides: Sequence[Side]) -> tuple[str, ...]:
+    """What the fork server imports for ``--preload-compile-path`` (a spawned worker imports
+    the same itself, ``worker.pin_early``)."""
+    return COMPILE_PATH if any(side.opts.preload_compile_path for side in sides) else ()
+
+
 def _core_groups(sides: Sequence[Side], settings: LoopSettings, pinned: Sequence[int],
                  note: Callable[[str], None]) -> cpus.CoreGroups | None:
     """Each compile slot's cores (``cpus.CoreGroups``), where compiles overlap timing. Not
@@ -900,7 +909,8 @@ def measure(sides: Sequence[Side], settings: LoopSettings = LoopSettings(),
         else []
     groups = _core_groups(sides, settings, pinned, note)
     with cpus.away(pinned, groups.rest if groups else ()), \
-            Launcher(settings.isolation, preload, on_note=note, needs_cuda=needs_cuda) as launcher:
+            Launcher(settings.isolation, [*preload, *_compile_path(sides)], on_note=note,
+                     needs_cuda=needs_cuda) as launcher:
         for side in sides:
             launcher.prepare(side.opts.python or _executable(),
                              worker_env(Path(), side.opts.extra_env))

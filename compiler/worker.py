@@ -52,6 +52,47 @@ STACKS = "stacks"  # where a worker asked for its stacks writes them
 _kept: list[Any] = []
 COMPILER_STACK = ("torch._dynamo", "torch._inductor.compile_fx",
                   "torch._functorch._aot_autograd.autograd_cache", "torch._inductor.codecache")
+# What a first compile still imports past COMPILER_STACK (torch 2.13, a CPU compile: 221
+# modules, 0.8 s to import, which took 1-2 s off that first compile). On the H200 the
+# aot_autograd phase of a micro model's cold compile, 1.4-2.7 s of 3-4 s and mostly first-use
+# work, varied the most. ``--preload-compile-path`` imports these before any compile's clock
+# (in the fork server, or in a spawned worker's import), so a cold compile's time is more of
+# the compile's own work. Names this torch lacks are skipped.
+_PATTERNS = "torch._inductor.fx_passes.serialized_patterns"
+COMPILE_PATH = (
+    "sympy.combinatorics", "sympy.tensor.tensor",
+    "torch._dynamo.backends.cudagraphs", "torch._dynamo.backends.distributed",
+    "torch._dynamo.backends.inductor", "torch._dynamo.backends.onnxrt",
+    "torch._dynamo.backends.tensorrt", "torch._dynamo.backends.torchxla",
+    "torch._dynamo.backends.tvm", "torch._dynamo.dce_extra_outputs",
+    "torch._dynamo.repro.after_dynamo",
+    "torch._export.db", "torch._export.passes.add_runtime_assertions_for_constraints_pass",
+    "torch._export.passes.collect_tracepoints_pass",
+    "torch._functorch._activation_checkpointing.remat_using_tags_for_fwd_loss_bwd_graph_pass",
+    "torch._functorch._aot_autograd.subclass_codegen",
+    "torch._higher_order_ops.passes.inline_invoke_subgraph",
+    "torch._inductor.bounds", "torch._inductor.compiler_bisector",
+    "torch._inductor.extern_node_serializer", "torch._inductor.hooks",
+    "torch._inductor.codegen.cpu_device_op_overrides",
+    "torch._inductor.codegen.cuda.device_op_overrides",
+    "torch._inductor.codegen.cuda_combined_scheduling", "torch._inductor.codegen.halide",
+    "torch._inductor.codegen.memory_planning", "torch._inductor.codegen.mps",
+    "torch._inductor.codegen.mps_device_op_overrides",
+    "torch._inductor.codegen.mtia.device_op_overrides", "torch._inductor.codegen.pallas",
+    "torch._inductor.codegen.python_wrapper_mtia", "torch._inductor.codegen.segmented_tree",
+    "torch._inductor.codegen.wrapper_fxir", "torch._inductor.codegen.xpu.device_op_overrides",
+    "torch._inductor.codegen.xpu.xpu_combined_scheduling",
+    "torch._inductor.fx_passes.apply_gumbel_max_trick",
+    "torch._inductor.fx_passes.efficient_conv_bn_eval",
+    "torch._inductor.fx_passes.freezing_patterns", "torch._inductor.fx_passes.fuse_attention",
+    "torch._inductor.fx_passes.mkldnn_fusion", "torch._inductor.fx_passes.pad_mm",
+    "torch._inductor.fx_passes.quantization", _PATTERNS,
+    *(f"{_PATTERNS}._sfdp_pattern_{i}" for i in range(1, 31)),
+    *(f"{_PATTERNS}.{op}_pattern" for op in ("addmm", "bmm", "mm")),
+    "torch._inductor.runtime.caching", "torch._subclasses.schema_check_mode",
+    "torch.distributed.tensor.experimental", "torch.export._trace", "torch.export._unlift",
+    "torch.fx.experimental.validator",
+)
 
 
 class Failure(Exception):
@@ -68,9 +109,10 @@ def tail(text: str, limit: int = ERROR_TAIL) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def import_compiler_stack() -> float:
-    """Import torch and what a first ``torch.compile`` imports; the seconds it took. The fork
-    server pays this once; a spawned worker pays it every time (reported as ``import_s``)."""
+def import_compiler_stack(compile_path: bool = False) -> float:
+    """Import torch and what a first ``torch.compile`` imports (with ``compile_path``, also
+    ``COMPILE_PATH``); the seconds it took. The fork server pays this once; a spawned worker
+    pays it every time (reported as ``import_s``)."""
     import importlib
 
     t0 = time.perf_counter()
@@ -78,7 +120,23 @@ def import_compiler_stack() -> float:
 
     for name in COMPILER_STACK:
         importlib.import_module(name)
+    if compile_path:
+        import_compile_path()
     return time.perf_counter() - t0
+
+
+def import_compile_path() -> list[str]:
+    """Import what of ``COMPILE_PATH`` this torch has, as the fork server imports its preload;
+    the names it could not import (another torch's module, a missing extra)."""
+    import importlib
+
+    missing: list[str] = []
+    for name in COMPILE_PATH:
+        try:
+            importlib.import_module(name)
+        except Exception:  # whatever a module's import raises, it is skipped
+            missing.append(name)
+    return missing
 
 
 class Harness:
@@ -638,26 +696,29 @@ def start(spec_path: str, import_s: float | None, paid_import: bool = True) -> i
     return 0
 
 
-def pin_early(spec_path: str) -> None:
+def pin_early(spec_path: str) -> bool:
     """A spawned worker moves to its cores before it imports torch: it starts on its parent's
     (the few no compile slot holds, ``cpus.CoreGroups``), and on the H200 six spawned workers
-    importing there at once took 22-25 s each instead of 12. The spec is validated later, in
-    ``start``; an unreadable one is its error to report, not this function's."""
+    importing there at once took 22-25 s each instead of 12. Returns whether the spec asks for
+    ``COMPILE_PATH`` with the import. The spec is validated later, in ``start``; an unreadable
+    one is its error to report, not this function's."""
     try:
         raw = json.loads(Path(spec_path).read_text(encoding="utf-8"))
         where = [int(c) for c in (raw.get("prepare_cpus") or raw.get("pin_cpus") or ())]
+        compile_path = raw.get("preload_compile_path") is True
     except (OSError, ValueError, TypeError, AttributeError):
-        return
+        return False
     if where:
         with contextlib.suppress(OSError, AttributeError):
             os.sched_setaffinity(0, where)
+    return compile_path
 
 
 def main(argv: list[str]) -> int:
     parent = os.environ.get("COMPILEWATCH_PARENT")
     proctree.die_with_parent(int(parent) if parent and parent.isdigit() else None)
-    pin_early(argv[1])
-    return start(argv[1], import_compiler_stack())
+    compile_path = pin_early(argv[1])
+    return start(argv[1], import_compiler_stack(compile_path))
 
 
 def exit_now(code: int) -> NoReturn:

@@ -456,6 +456,9 @@ class RunSettings(_Model):
     # Inductor's compile workers started early and ready before each compile's clock
     # (``compiler/compileworkers.py``); False: torch's own race decides where kernels compile
     ready_compile_workers: bool = False
+    # the compile path's first-use imports made before any compile's clock
+    # (``--preload-compile-path``, ``compiler/worker.py`` COMPILE_PATH)
+    preload_compile_path: bool = False
     # a pr's follow-ups: timing processes and cold compiles a side that a model whose first
     # verdict was left open near its threshold could get (its notes say when it did)
     extra_processes: Count32 = 0

@@ -98,3 +98,18 @@ def test_the_server_imports_transformers_model_code_without_touching_cuda(tmp_pa
                          text=True, timeout=300, check=True, stdin=subprocess.DEVNULL)
     assert '"ready": true' in out.stdout and '"skipped": []' in out.stdout
     assert out.stdout.split()[-2:] == ["True", "False"]
+
+
+@pytest.mark.slow
+def test_the_server_imports_the_compile_path_without_touching_cuda(tmp_path):
+    """``--preload-compile-path`` hands the server ``worker.COMPILE_PATH`` as its preload:
+    this torch has every module of it, and fork stays clean."""
+    code = ("import sys\nfrom compilewatch.compiler import forkserver, worker\n"
+            "forkserver.serve(list(worker.COMPILE_PATH))\nimport torch\n"
+            "print(all(m in sys.modules for m in worker.COMPILE_PATH), "
+            "torch.cuda.is_initialized())\n")
+    out = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True,
+                         text=True, timeout=300, check=True, stdin=subprocess.DEVNULL)
+    assert '"ready": true' in out.stdout and '"skipped": []' in out.stdout
+    assert '"fork_poisoned": false' in out.stdout
+    assert out.stdout.split()[-2:] == ["True", "False"]

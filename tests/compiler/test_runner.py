@@ -65,6 +65,47 @@ def test_cli_run_records_breaks_recompiles_and_warm_cache_hits(harness_suite, tm
     assert "[2/2] harness/branchy [cpu-default-float32-auto]: pass (" in proc.stderr
 
 
+PRELOADED = """
+import sys
+
+import torch
+
+from compilewatch.suites import model
+
+SUITE_NAME = "preloaded"
+
+
+@model("sees_compile_path")
+def sees_compile_path():
+    # built before any compile: the compile path's modules are here only when preloaded
+    if "torch._inductor.fx_passes.fuse_attention" not in sys.modules:
+        raise RuntimeError("the compile path was not imported before the build")
+    return (lambda x: torch.relu(x) + 1), (torch.randn(64),)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preload", [True, False])
+@pytest.mark.parametrize("isolation", ["fork", "spawn"])
+def test_the_compile_path_is_imported_before_the_clock_and_cold_stays_cold(
+        tmp_path: Path, isolation: str, preload: bool) -> None:
+    """``--preload-compile-path``: a forked worker finds the modules in its server, a spawned
+    one imports them itself, both before the model builds; the cold compile still misses every
+    cache. Without it the model sees them missing (its build fails, as designed here)."""
+    path = tmp_path / "preloaded.py"
+    path.write_text(PRELOADED)
+    opts = RunOptions(timing_processes=0, cold_processes=1, preload_compile_path=preload,
+                      **FAST)
+    res = run_job(_job(str(path), "sees_compile_path"), opts, isolation=isolation)
+    if not preload:
+        assert res.status is not Status.PASS and "was not imported" in (res.error or "")
+        return
+    assert res.status is Status.PASS, res.error
+    cold = res.cache.counters["cold"]
+    assert cold.fx_miss >= 1 and cold.fx_hit == 0 and res.compile.cache_dir_was_empty
+    assert {k.state for k in res.cache.fx if k.phase == "cold"} == {"miss"}
+
+
 @pytest.mark.slow
 def test_input_shape_change_moves_only_example_inputs_component(harness_suite, shared_cache):
     keys = []

@@ -352,3 +352,20 @@ def test_a_spawned_worker_moves_to_its_cores_before_it_imports_torch(
     out = subprocess.run([sys.executable, "-c", _PIN, str(path)], capture_output=True,
                          text=True, check=True).stdout
     assert json.loads(out) == ([first] if moves == "first" else cores)
+
+
+@pytest.mark.parametrize(("text", "wanted"), [
+    ('{"preload_compile_path": true}', True),
+    ('{"preload_compile_path": false}', False),
+    ('{"preload_compile_path": "yes"}', False),  # not a bool: the spec's validation says so
+    ("{}", False),
+    ("not json", False),
+])
+def test_a_spawned_worker_reads_whether_to_import_the_compile_path_before_torch(
+        tmp_path: Path, text: str, wanted: bool) -> None:
+    from compilewatch.compiler.worker import pin_early
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(text)
+    assert pin_early(str(spec)) is wanted
+    assert pin_early(str(tmp_path / "missing.json")) is False
