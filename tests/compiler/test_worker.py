@@ -310,16 +310,18 @@ def test_compile_threads_do_not_reach_the_fx_cache_key() -> None:
 
 
 # a spawned worker's entry point, with the import and the measuring replaced by a record of
-# the cores the import would have run on
+# the cores the import would have run on and whether it was to import the compile path
 _PIN = """
 import json, os, sys
 from compilewatch.compiler import proctree, worker
 seen = {}
-worker.import_compiler_stack = lambda: seen.setdefault("cores", sorted(os.sched_getaffinity(0)))
+def imports(compile_path=False):
+    seen.update(cores=sorted(os.sched_getaffinity(0)), compile_path=compile_path)
+worker.import_compiler_stack = imports
 worker.start = lambda spec, imported: 0
 proctree.die_with_parent = lambda expected=None: None
 worker.main(["worker", sys.argv[1]])
-print(json.dumps(seen["cores"]))
+print(json.dumps(seen))
 """
 
 
@@ -328,6 +330,7 @@ print(json.dumps(seen["cores"]))
 @pytest.mark.parametrize(("spec", "moves"), [
     ({"prepare_cpus": ["FIRST"], "pin_cpus": ["LAST"]}, "first"),  # prepares off the timing core
     ({"pin_cpus": ["FIRST"]}, "first"),                            # a compile slot's group
+    ({"pin_cpus": ["FIRST"], "preload_compile_path": True}, "first"),
     ({}, None),                                                    # nothing to pin: stays
     ("not json", None),                                            # start() reports it, not this
     ({"prepare_cpus": "x"}, None),
@@ -351,7 +354,10 @@ def test_a_spawned_worker_moves_to_its_cores_before_it_imports_torch(
         path.write_text(spec)
     out = subprocess.run([sys.executable, "-c", _PIN, str(path)], capture_output=True,
                          text=True, check=True).stdout
-    assert json.loads(out) == ([first] if moves == "first" else cores)
+    seen = json.loads(out)
+    assert seen["cores"] == ([first] if moves == "first" else cores)
+    assert seen["compile_path"] is (isinstance(spec, dict)
+                                    and spec.get("preload_compile_path") is True)
 
 
 @pytest.mark.parametrize(("text", "wanted"), [
