@@ -18,7 +18,6 @@ children.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import select
@@ -110,12 +109,8 @@ def serve(preload: list[str]) -> int:
     from compilewatch.compiler import worker
 
     import_s = worker.import_compiler_stack()
-    skipped = []
-    for name in preload_modules(preload):  # the suites' own heavy imports (transformers, ...)
-        try:
-            importlib.import_module(name)
-        except Exception as e:
-            skipped.append(f"{name}: {type(e).__name__}")
+    # the suites' own heavy imports (transformers, ...), and COMPILE_PATH when asked
+    skipped = worker.import_each(preload_modules(preload))
     import torch
 
     out = sys.stdout

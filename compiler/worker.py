@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -52,8 +52,9 @@ STACKS = "stacks"  # where a worker asked for its stacks writes them
 _kept: list[Any] = []
 COMPILER_STACK = ("torch._dynamo", "torch._inductor.compile_fx",
                   "torch._functorch._aot_autograd.autograd_cache", "torch._inductor.codecache")
-# What a first compile still imports past COMPILER_STACK (torch 2.13, a CPU compile: 221
-# modules, 0.8 s to import, which took 1-2 s off that first compile). On the H200 the
+# What a first compile still imports past COMPILER_STACK: of the 221 modules a first CPU
+# compile imported with torch 2.13, the 125 of torch and sympy (0.3 s to import once torch is
+# in; importing them first took 1-2 s off that compile, on a noisy CPU). On the H200 the
 # aot_autograd phase of a micro model's cold compile, 1.4-2.7 s of 3-4 s and mostly first-use
 # work, varied the most. ``--preload-compile-path`` imports these before any compile's clock
 # (in the fork server, or in a spawned worker's import), so a cold compile's time is more of
@@ -126,17 +127,23 @@ def import_compiler_stack(compile_path: bool = False) -> float:
 
 
 def import_compile_path() -> list[str]:
-    """Import what of ``COMPILE_PATH`` this torch has, as the fork server imports its preload;
-    the names it could not import (another torch's module, a missing extra)."""
+    """Import what of ``COMPILE_PATH`` this torch has, as the fork server imports it with its
+    preload; the names it could not import."""
+    return import_each(COMPILE_PATH)
+
+
+def import_each(names: Iterable[str]) -> list[str]:
+    """Import each module; the ones that could not be imported, each with why (another torch's
+    module, a missing extra): whatever a module's import raises, it is skipped."""
     import importlib
 
-    missing: list[str] = []
-    for name in COMPILE_PATH:
+    skipped: list[str] = []
+    for name in names:
         try:
             importlib.import_module(name)
-        except Exception:  # whatever a module's import raises, it is skipped
-            missing.append(name)
-    return missing
+        except Exception as e:
+            skipped.append(f"{name}: {type(e).__name__}")
+    return skipped
 
 
 class Harness:
