@@ -142,6 +142,7 @@ def cold_heavy(ctx: BuildContext):
 '''
 
 COLD_FACTOR = 1.2  # the cold-compile change applied to the untouched models' own samples
+FIRST_COLD = 3  # a GPU pr's cold compiles a side before its follow-up (--cold-follow-up-check)
 
 CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elements)",
            "tblock": "model +5% (sequence)", "launch_bound": "model +10% (four more layers)",
@@ -218,11 +219,15 @@ def compare(results: Path, out: Path, repo: Path | None = None) -> dict | None:
     return json.loads((out / "comparison.json").read_text())
 
 
-def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int, int]:
+def scaled_cold(run: dict, out: Path, factor: float, first: int | None = None
+                ) -> tuple[int, int, int]:
     """A known cold-compile change on real noise: every untouched model's head cold compiles
     (wall and CPU samples) times ``factor``, judged again by ``compare``; (found, models,
     misses whose verdict a ``pr`` would leave open near the threshold and so give more cold
-    compiles: what those would have made of it is not known here).
+    compiles). With ``first``, judged as a ``pr`` with ``first`` cold compiles a side and its
+    follow-up would (``as_pr``): the run must hold more, and a model open after its first
+    ``first`` is judged on all of them, so the third number counts misses the follow-up did
+    not settle.
     The repeat's own processes carry the noise, so this says what a change of that size
     meets on this runner, model by model, beside the one injected model that really
     compiles more."""
@@ -239,10 +244,8 @@ def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int, int]:
         c["cold_samples_s"] = [x * factor for x in c["cold_samples_s"]]
         c["cold_cpu_samples_s"] = [x * factor for x in c.get("cold_cpu_samples_s") or []]
         c["cold_s"] *= factor
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "base.json").write_text(json.dumps(run["base"]))
-    (out / "head.json").write_text(json.dumps(head))
-    judged = compare(out, out)
+    scaled = {"base": run["base"], "head": head}
+    judged = compare_run(scaled, out) if first is None else as_pr(scaled, out, first)[0]
     if judged is None:
         print("the scaled cold compiles could not be compared; not counted", file=sys.stderr)
         return 0, 0, 0
@@ -252,6 +255,50 @@ def scaled_cold(run: dict, out: Path, factor: float) -> tuple[int, int, int]:
     asked = sum(cold_undecided(Delta.model_validate(r["cold_compile"])) is not None
                 for r in rows if r.get("cold_compile"))
     return found, len(untouched), asked
+
+
+def compare_run(run: dict, out: Path) -> dict | None:
+    """``compare`` of a run held in memory (its sides written to ``out`` first)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for side in ("base", "head"):
+        (out / f"{side}.json").write_text(json.dumps(run[side]))
+    return compare(out, out)
+
+
+def _first_colds(side: dict, first: int, keep: set[str]) -> dict:
+    """A side's results with each model's cold compiles cut to the first ``first`` (the
+    models in ``keep`` keep all of theirs): what a ``pr`` with ``first`` cold compiles a side
+    would have measured before any follow-up."""
+    side = json.loads(json.dumps(side))
+    for r in side["results"]:
+        c = r.get("compile") or {}
+        if r["model"] in keep or len(c.get("cold_samples_s") or []) <= first:
+            continue
+        c["cold_samples_s"] = c["cold_samples_s"][:first]
+        c["cold_cpu_samples_s"] = (c.get("cold_cpu_samples_s") or [])[:first]
+        c["cold_s"] = statistics.median(c["cold_samples_s"])
+    return side
+
+
+def as_pr(run: dict, out: Path, first: int) -> tuple[dict | None, list[str]]:
+    """The comparison a ``pr`` with ``first`` cold compiles a side and its cold follow-up
+    would have made of a run that took more (``--cold-processes 6 --extra-cold-processes
+    0``): every model judged on its first ``first`` pairs, and a model whose cold verdict
+    that leaves open near the threshold (``cold_undecided``, the rule the loop applies)
+    judged again on all of them. The follow-up's pairs are needed whether or not the rule
+    asks, so they are taken for every model and dropped where it does not: a change applied
+    afterwards (``scaled_cold``) meets the rule as it would in a ``pr``. Also the models the
+    rule gave the more."""
+    cut = {s: _first_colds(run[s], first, set()) for s in ("base", "head")}
+    judged = compare_run(cut, out / "first")
+    if judged is None:
+        return None, []
+    more = sorted(r["model"] for r in judged["rows"] if r.get("cold_compile")
+                  and cold_undecided(Delta.model_validate(r["cold_compile"])) is not None)
+    if not more:
+        return judged, []
+    kept = {s: _first_colds(run[s], first, set(more)) for s in ("base", "head")}
+    return compare_run(kept, out / "followed"), more
 
 
 def _result(results: dict, model: str, side: str) -> dict | None:
@@ -300,8 +347,10 @@ def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False,
 
 
 def report(comparisons: list[dict], runs: list[dict], walls: list[float],
-           cut: list[bool] | None = None, scaled: list[tuple[int, int, int]] | None = None
-           ) -> str:
+           cut: list[bool] | None = None, scaled: list[tuple[int, int, int]] | None = None,
+           more: list[list[str]] | None = None) -> str:
+    """The markdown report; ``more``: per repeat, the models a simulated cold follow-up
+    (``--cold-follow-up-check``) judged on all their cold compiles."""
     lines = ["| model | change | true size (pooled) | verdicts per repeat |",
              "| --- | --- | --- | --- |"]
     flagged_aa, total_aa, found, total = 0, 0, 0, 0
@@ -345,8 +394,11 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
                      f"(their own noise): found in {sum(f for f, _, _ in scaled)} of "
                      f"{sum(n for _, n, _ in scaled)} model-repeats ("
                      + ", ".join(f"{f}/{n}" for f, n, _ in scaled) + "); "
-                     f"{sum(a for _, _, a in scaled)} of the misses were left open near the "
-                     "threshold, so a pr would have given them more cold compiles.")
+                     + (f"{sum(a for _, _, a in scaled)} of the misses were still open "
+                        "after the simulated follow-up (every open model judged on 6 pairs)."
+                        if more is not None else
+                        f"{sum(a for _, _, a in scaled)} of the misses were left open near "
+                        "the threshold, so a pr would have given them more cold compiles."))
     for i, run in enumerate(runs, 1):
         fork = (run["base"].get("settings") or {}).get("isolation", "fork") == "fork"
         host = run["base"].get("host") or {}
@@ -356,7 +408,10 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
             "ready_compile_workers") else ""
         lines.append(f"Repeat {i}{ready}: {preflight}"
                      f"{budget([run['base'], run['head']], fork).line()}; "
-                     f"{cold_spread(run)}; {cold_pairs(run)}; {follow_ups(run)}.")
+                     f"{cold_spread(run)}; {cold_pairs(run)}; {follow_ups(run)}"
+                     + (f"; judged as a pr with {FIRST_COLD} cold compiles a side: the "
+                        f"follow-up took all {2 * FIRST_COLD} for "
+                        f"{', '.join(more[i - 1]) or 'none'}" if more else "") + ".")
     return "\n".join(lines)
 
 
@@ -408,9 +463,10 @@ def cold_pairs(run: dict) -> str:
             f"(median sd), {len(shifts)} models")
 
 
-def rejudge(dirs: list[Path]) -> None:
-    """The report of stored repeats, judged again by the current code."""
-    comparisons, runs, scaled = [], [], []
+def rejudge(dirs: list[Path], first: int | None = None) -> None:
+    """The report of stored repeats, judged again by the current code (with ``first``, as a
+    ``pr`` with that many cold compiles a side and its follow-up: ``as_pr``)."""
+    comparisons, runs, scaled, more = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="verdict-quality-judge-") as tmp:
         for i, d in enumerate(dirs):
             if not all((d / f"{s}.json").is_file() for s in ("base", "head")):
@@ -420,15 +476,17 @@ def rejudge(dirs: list[Path]) -> None:
             run = {s: json.loads((d / f"{s}.json").read_text()) for s in ("base", "head")}
             out = Path(tmp) / f"repeat-{i + 1}"
             out.mkdir()
-            judged = compare(d, out)
+            judged, followed = (compare(d, out), []) if first is None else \
+                as_pr(run, out, first)
             if judged is None:
                 raise SystemExit(f"{d}: compare failed (its message is above)")
             comparisons.append(judged)
             runs.append(run)
-            scaled.append(scaled_cold(run, out / "cold-scaled", COLD_FACTOR))
+            more.append(followed)
+            scaled.append(scaled_cold(run, out / "cold-scaled", COLD_FACTOR, first))
     if not runs:
         raise SystemExit("nothing to judge: no folder held base.json and head.json")
-    print(report(comparisons, runs, [], None, scaled))
+    print(report(comparisons, runs, [], None, scaled, more if first else None))
 
 
 def main() -> None:
@@ -452,10 +510,16 @@ def main() -> None:
                     help="Judge stored repeats again (a repeat's folder with base.json and "
                          "head.json, as --out keeps them) with the current verdict logic; "
                          "nothing is measured.")
+    ap.add_argument("--cold-follow-up-check", action="store_true",
+                    help="Take 6 cold compiles a side of every model (--cold-processes 6 "
+                         "--extra-cold-processes 0) and judge as a pr with 3 and its "
+                         "follow-up would: the scaled cold check then counts what the "
+                         "follow-up settles. With --judge: judge stored 6-pair runs so.")
     ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
     args = ap.parse_args()
+    first = FIRST_COLD if args.cold_follow_up_check else None
     if args.judge:
-        rejudge(args.judge)
+        rejudge(args.judge, first)
         return
     suites = args.suite or ["micro", "hf"]
     end = None if args.limit_s is None else time.monotonic() + args.limit_s
@@ -464,6 +528,10 @@ def main() -> None:
         out_root = args.out or Path(tmp) / "out"
         comparisons, runs, walls, cuts = [], [], [], []
         scaled: list[tuple[int, int, int]] = []
+        more: list[list[str]] = []
+        if first is not None:
+            args.extra = [*args.extra, "--cold-processes", str(2 * first),
+                          "--extra-cold-processes", "0"]
         for i in range(args.repeats):
             # stopping takes up to STOP_GRACE_S and judging the checkpoints a few seconds
             left = None if end is None else end - time.monotonic() - STOP_GRACE_S - 10
@@ -475,16 +543,23 @@ def main() -> None:
             if done is None:
                 break
             comparison, took, cut = done
-            comparisons.append(comparison)
-            cuts.append(cut)
             runs.append({s: json.loads((out / f"{s}.json").read_text())
                          for s in ("base", "head")})
+            if first is not None:
+                comparison, followed = as_pr(runs[-1], out / "as-pr", first)
+                if comparison is None:
+                    raise SystemExit("the run could not be judged as a pr (compare's message "
+                                     "is above)")
+                more.append(followed)
+            comparisons.append(comparison)
+            cuts.append(cut)
             walls.append(took)
-            scaled.append(scaled_cold(runs[-1], out / "cold-scaled", COLD_FACTOR))
+            scaled.append(scaled_cold(runs[-1], out / "cold-scaled", COLD_FACTOR, first))
             print(f"repeat {i + 1}: {took:.0f} s", file=sys.stderr, flush=True)
             # the report so far after every repeat: a run stopped by a time limit keeps them
             print(f"## after {i + 1} of {args.repeats} repeats\n\n"
-                  f"{report(comparisons, runs, walls, cuts, scaled)}\n", flush=True)
+                  f"{report(comparisons, runs, walls, cuts, scaled, more or None)}\n",
+                  flush=True)
 
 
 if __name__ == "__main__":
