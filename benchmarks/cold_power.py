@@ -10,7 +10,8 @@ head side slower by ``--change``, pairs run side by side, and judges each draw w
 lowers these rates). Prints, per noise and number of pairs a side, how often the change is
 found and how often an A/A draw (no change) is flagged either way; the last columns with the
 follow-up a ``pr`` on a GPU makes (``--extra-cold-processes``, 3: a draw whose verdict is
-undecided near the threshold gets that many more pairs and is judged again,
+undecided near the threshold, or a change called with its interval reaching inside the threshold,
+gets that many more pairs and is judged again,
 ``bot/judge/followup.py``). Synthetic, so it runs anywhere in seconds; it says what noise the
 +20% target needs, not what a runner has.
 """
@@ -21,7 +22,7 @@ import argparse
 import math
 import random
 
-from compilewatch.bot.judge.followup import cold_undecided
+from compilewatch.bot.judge.followup import cold_unsettled
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import Thresholds
 from compilewatch.bot.judge.verdicts import Judging, _compile_time
@@ -43,7 +44,7 @@ def rates(pairs: int, change: float, sd: float, trials: int, seed: int = 0,
     for _ in range(trials):
         base, head = draw(pairs)
         d = _compile_time(base, head, t.cold_compile, "cold_compile", judge, True)
-        if extra and cold_undecided(d):
+        if extra and cold_unsettled(d):
             more_b, more_h = draw(extra)
             d = _compile_time(base + more_b, head + more_h, t.cold_compile, "cold_compile",
                               judge, True)
@@ -63,7 +64,7 @@ def main() -> None:
     args = ap.parse_args()
     change = f"{args.change - 1:+.0%}"
     print(f"| within-side noise | pairs a side | {change} found | A/A flagged | "
-          f"with {args.extra} more where undecided: {change} found | A/A flagged |")
+          f"with {args.extra} more where unsettled: {change} found | A/A flagged |")
     print("| --- | --- | --- | --- | --- | --- |")
     for sd in args.sd or [0.02, 0.03, 0.04, 0.06, 0.08]:
         for n in args.pairs or [3, 5, 6]:

@@ -41,7 +41,7 @@ from _phases import budget
 from _repo import make_repo
 
 from compilewatch.bot.judge.comparison import Delta
-from compilewatch.bot.judge.followup import cold_undecided
+from compilewatch.bot.judge.followup import cold_unsettled
 from compilewatch.core.schema import Latency
 
 INJECT = '''"""Models whose head commit changes by a known amount (verdict_quality.py)."""
@@ -252,8 +252,9 @@ def scaled_cold(run: dict, out: Path, factor: float, first: int | None = None
     rows = [r for r in judged["rows"] if r["model"] in untouched]
     want = "regression" if factor > 1 else "improvement"
     found = sum((r.get("cold_compile") or {}).get("verdict") == want for r in rows)
-    asked = sum(cold_undecided(Delta.model_validate(r["cold_compile"])) is not None
-                for r in rows if r.get("cold_compile"))
+    asked = sum(cold_unsettled(Delta.model_validate(r["cold_compile"])) is not None
+                for r in rows if r.get("cold_compile")
+                and r["cold_compile"].get("verdict") != want)  # misses only
     return found, len(untouched), asked
 
 
@@ -284,7 +285,8 @@ def as_pr(run: dict, out: Path, first: int) -> tuple[dict | None, list[str]]:
     """The comparison a ``pr`` with ``first`` cold compiles a side and its cold follow-up
     would have made of a run that took more (``--cold-processes 6 --extra-cold-processes
     0``): every model judged on its first ``first`` pairs, and a model whose cold verdict
-    that leaves open near the threshold (``cold_undecided``, the rule the loop applies)
+    that leaves open near the threshold, or calls with its interval reaching inside it
+    (``cold_unsettled``, the rule the loop applies),
     judged again on all of them. The follow-up's pairs are needed whether or not the rule
     asks, so they are taken for every model and dropped where it does not: a change applied
     afterwards (``scaled_cold``) meets the rule as it would in a ``pr``. Also the models the
@@ -294,7 +296,7 @@ def as_pr(run: dict, out: Path, first: int) -> tuple[dict | None, list[str]]:
     if judged is None:
         return None, []
     more = sorted(r["model"] for r in judged["rows"] if r.get("cold_compile")
-                  and cold_undecided(Delta.model_validate(r["cold_compile"])) is not None)
+                  and cold_unsettled(Delta.model_validate(r["cold_compile"])) is not None)
     if not more:
         return judged, []
     kept = {s: _first_colds(run[s], first, set(more)) for s in ("base", "head")}
@@ -445,9 +447,10 @@ def cold_pairs(run: dict) -> str:
     """Where an untouched model's cold-compile noise sits: between its pairs (each pair's log
     ratio head/base scattered about their mean: what the paired interval sees) or in a shift
     of one whole side against the other over all its pairs (the mean itself, which for the
-    same code should be near zero). With three pairs and pure pair noise of sd s the median
-    shift is about 0.39 s; a larger one is a side effect the interval does not see."""
-    shifts, spreads = [], []
+    same code should be near zero). With n pairs and pure pair noise of sd s the median
+    shift is about 0.67 s / sqrt(n) (0.39 s for three, 0.28 s for six); a larger one is a
+    side effect the interval does not see."""
+    shifts, spreads, expected = [], [], []
     for r in run["base"]["results"]:
         model = r["model"]
         b, h = _colds(run, model, "base"), _colds(run, model, "head")
@@ -456,11 +459,13 @@ def cold_pairs(run: dict) -> str:
         logs = [math.log(y / x) for x, y in zip(b, h, strict=True)]
         shifts.append(abs(statistics.fmean(logs)))
         spreads.append(statistics.stdev(logs))
+        expected.append(0.6745 * spreads[-1] / math.sqrt(len(logs)))
     if not shifts:
         return "cold pairs: none of an untouched model"
     return (f"cold pairs of untouched models: side shift {statistics.median(shifts):.1%} "
             f"(median |mean log ratio|), pair spread {statistics.median(spreads):.1%} "
-            f"(median sd), {len(shifts)} models")
+            f"(median sd), pair noise alone would shift {statistics.median(expected):.1%}, "
+            f"{len(shifts)} models")
 
 
 def rejudge(dirs: list[Path], first: int | None = None) -> None:

@@ -142,7 +142,19 @@ def test_cold_compile_follow_ups_ask_only_where_more_compiles_could_settle_it():
                                           True),
         "undecided, an improvement": ([3.5, 3.3, 3.9], [3.0, 3.3, 2.8], Verdict.WITHIN_NOISE,
                                       True),
-        "a regression already": ([3.0, 3.05, 2.98], [3.6, 3.62, 3.58], Verdict.REGRESSION, False),
+        # three pairs of the same code can agree by chance: a call whose interval reaches
+        # inside the threshold is looked at again on all the pairs
+        "a regression, its interval reaching inside": ([3.0, 3.05, 2.98], [3.6, 3.62, 3.58],
+                                                        Verdict.REGRESSION, True),
+        "a regression past doubt": ([3.0, 3.05, 2.98], [4.2, 4.25, 4.18], Verdict.REGRESSION,
+                                    False),
+        "an improvement, its interval reaching inside": ([3.6, 3.62, 3.58], [3.0, 3.05, 2.98],
+                                                         Verdict.IMPROVEMENT, True),
+        # the H200's A/A pair called -14.9% on three pairs (-8% on its six)
+        "an A/A improvement by chance": ([4.05, 4.46, 4.4], [3.7, 3.67, 3.61],
+                                         Verdict.IMPROVEMENT, True),
+        "an improvement past doubt": ([4.2, 4.25, 4.18], [3.0, 3.05, 2.98], Verdict.IMPROVEMENT,
+                                      False),
         "unchanged": ([3.0, 3.3, 2.8], [3.05, 3.2, 2.9], Verdict.UNCHANGED, False),
         "undecided, far under the threshold": ([3.0, 3.3, 2.8], [3.3, 2.9, 3.3],
                                                Verdict.WITHIN_NOISE, False),
@@ -154,6 +166,9 @@ def test_cold_compile_follow_ups_ask_only_where_more_compiles_could_settle_it():
         assert (why is not None) is asks, name
     why = more_cold(_cold([3.0, 3.3, 2.8], 1), _cold([3.5, 3.3, 3.9], 2), T)
     assert why is not None and "+17.6%" in why and "15% threshold" in why
+    why = more_cold(_cold([3.0, 3.05, 2.98], 1), _cold([3.6, 3.62, 3.58], 2), T)
+    assert why is not None and "regression, its interval reaching inside the 15% threshold" \
+        in why
     one = model_result("m", seed=1, cold_s=3.0), model_result("m", seed=2, cold_s=3.6)
     assert compare_model(*one, T).cold_compile.verdict is None  # one a side: shown only
     assert more_cold(*one, T) is None
@@ -201,12 +216,16 @@ def _cold_two_stage(sd: float, change: float, n: int = 400) -> tuple[int, int]:
     return once, twice
 
 
-def test_more_cold_compiles_find_more_without_more_false_alarms():
-    """The two looks are a sequential test: at the 6% within-side noise measured on the H200,
-    +20% is found far more often, and A/A pairs are flagged no more often (4% and 6%)."""
-    for sd in (0.04, 0.06):
+def test_more_cold_compiles_find_more_and_take_back_chance_calls():
+    """The two looks are a sequential test: at the 6-8% within-side noise measured on the
+    H200, +20% is found far more often, and A/A pairs are flagged less often than on three
+    pairs (a chance call is looked at again and taken back)."""
+    for sd in (0.04, 0.06, 0.08):
         once, twice = _cold_two_stage(sd, 1.0)
-        assert twice <= once + 1, (sd, once, twice)
+        assert twice <= once, (sd, once, twice)
+    once, twice = _cold_two_stage(0.08, 1.0)
+    # A/A at 8%: 5 -> 0 of 400 when this was written (6%: 2 -> 0)
+    assert once >= 3 and twice <= 1, (once, twice)
     once, twice = _cold_two_stage(0.06, 1.2)
-    # 290 -> 346 of 400 when this was written (4%: 347 -> 387; A/A at 6%: 2 -> 2)
-    assert twice >= once + 40 and twice >= 0.85 * 400, (once, twice)
+    # 290 -> 331 of 400 when this was written (4%: 347 -> 382; 8%: 236 -> 265)
+    assert twice >= once + 30 and twice >= 0.8 * 400, (once, twice)
