@@ -94,12 +94,14 @@ measure_options = _stacked(
                       "builds and wait for them before its clock starts, so every Triton "
                       "kernel compiles in them (by default torch compiles a kernel in the "
                       "process itself until they are up: a race suspected of moving short "
-                      "cold compiles). Off by default until measured on a GPU."),
+                      "cold compiles). Off by default: on an H200 it did not narrow their "
+                      "spread (docs/verdict-quality.md)."),
     click.option("--preload-compile-path", is_flag=True,
                  help="Import what a first compile imports on first use (pattern passes, "
                       "codegen, export; worker.COMPILE_PATH) before any compile's clock, so a "
                       "cold compile times the compile's own work rather than those imports. "
-                      "Off by default until measured on a GPU."),
+                      "Off by default: those imports are part of every user's first compile, "
+                      "and on an H200 leaving them out did not narrow the spread."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 
