@@ -30,8 +30,9 @@ from compilewatch.bot.judge.verdicts import Judging, _compile_time
 
 def rates(pairs: int, change: float, sd: float, trials: int, seed: int = 0,
           extra: int = 0) -> dict[str, float]:
-    """Fractions of draws judged regression and improvement; with ``extra``, an undecided
-    first verdict near the threshold gets ``extra`` more pairs, as in a ``pr``."""
+    """Fractions of draws judged regression and improvement; with ``extra``, a first verdict
+    the follow-up rule finds unsettled (``cold_unsettled``: undecided near the threshold, or a
+    call whose interval reaches inside it) gets ``extra`` more pairs, as in a ``pr``."""
     rng = random.Random(seed)
     t = Thresholds()
     judge = Judging(thresholds=t, ident=("power", "cold", "default"), noise=NoiseBands())

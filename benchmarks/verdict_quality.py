@@ -266,14 +266,14 @@ def compare_run(run: dict, out: Path) -> dict | None:
     return compare(out, out)
 
 
-def _first_colds(side: dict, first: int, keep: set[str]) -> dict:
-    """A side's results with each model's cold compiles cut to the first ``first`` (the
-    models in ``keep`` keep all of theirs): what a ``pr`` with ``first`` cold compiles a side
-    would have measured before any follow-up."""
+def _first_colds(side: dict, first: int, cut: set[str]) -> dict:
+    """A side's results with the cold compiles of the models in ``cut`` cut to the first
+    ``first``: what a ``pr`` with ``first`` cold compiles a side would have measured of them
+    before any follow-up."""
     side = json.loads(json.dumps(side))
     for r in side["results"]:
         c = r.get("compile") or {}
-        if r["model"] in keep or len(c.get("cold_samples_s") or []) <= first:
+        if r["model"] not in cut:
             continue
         c["cold_samples_s"] = c["cold_samples_s"][:first]
         c["cold_cpu_samples_s"] = (c.get("cold_cpu_samples_s") or [])[:first]
@@ -281,25 +281,44 @@ def _first_colds(side: dict, first: int, keep: set[str]) -> dict:
     return side
 
 
+def _cuttable(run: dict, first: int) -> set[str]:
+    """The models whose cold compiles can be cut to the first ``first`` pairs: more than that
+    on both sides, as many on each, and a CPU time for each wall time (a failed cold compile
+    leaves no sample, so index i would no longer be pair i: such a model is judged on all)."""
+    def counts(r: dict) -> tuple[int, int]:
+        c = r.get("compile") or {}
+        return len(c.get("cold_samples_s") or []), len(c.get("cold_cpu_samples_s") or [])
+
+    base = {r["model"]: counts(r) for r in run["base"]["results"]}
+    return {r["model"] for r in run["head"]["results"]
+            if (n := counts(r))[0] > first and n[1] == n[0] and base.get(r["model"]) == n}
+
+
 def as_pr(run: dict, out: Path, first: int) -> tuple[dict | None, list[str]]:
     """The comparison a ``pr`` with ``first`` cold compiles a side and its cold follow-up
     would have made of a run that took more (``--cold-processes 6 --extra-cold-processes
     0``): every model judged on its first ``first`` pairs, and a model whose cold verdict
     that leaves open near the threshold, or calls with its interval reaching inside it
-    (``cold_unsettled``, the rule the loop applies),
-    judged again on all of them. The follow-up's pairs are needed whether or not the rule
-    asks, so they are taken for every model and dropped where it does not: a change applied
-    afterwards (``scaled_cold``) meets the rule as it would in a ``pr``. Also the models the
-    rule gave the more."""
-    cut = {s: _first_colds(run[s], first, set()) for s in ("base", "head")}
+    (``cold_unsettled``, the rule the loop applies), judged again on all of them. The
+    follow-up's pairs are needed whether or not the rule asks, so they are taken for every
+    model and dropped where it does not: a change applied afterwards (``scaled_cold``) meets
+    the rule as it would in a ``pr``. Also the models the rule gave the more. A run with no
+    model past ``first`` pairs was not taken so: an error, not a silent re-judging."""
+    cuttable = _cuttable(run, first)
+    if not cuttable:
+        raise SystemExit(f"no model has more than {first} cold compiles a side on both "
+                         "sides: judging as a pr with its follow-up needs a run measured with "
+                         "--cold-follow-up-check")
+    cut = {s: _first_colds(run[s], first, cuttable) for s in ("base", "head")}
     judged = compare_run(cut, out / "first")
     if judged is None:
         return None, []
-    more = sorted(r["model"] for r in judged["rows"] if r.get("cold_compile")
+    more = sorted(r["model"] for r in judged["rows"] if r["model"] in cuttable
+                  and r.get("cold_compile")
                   and cold_unsettled(Delta.model_validate(r["cold_compile"])) is not None)
     if not more:
         return judged, []
-    kept = {s: _first_colds(run[s], first, set(more)) for s in ("base", "head")}
+    kept = {s: _first_colds(run[s], first, cuttable - set(more)) for s in ("base", "head")}
     return compare_run(kept, out / "followed"), more
 
 
@@ -419,7 +438,7 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
 
 def follow_ups(run: dict) -> str:
     """Which models the loop gave more timing processes or more cold compiles (their notes
-    say so, ``bot/judge/followup.py``): how often a first verdict was left open."""
+    say so, ``bot/judge/followup.py``): how often a first verdict was left unsettled."""
     got: dict[str, list[str]] = {"timing processes": [], "cold compiles": []}
     for r in run["head"]["results"]:
         for what, models in got.items():

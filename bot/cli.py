@@ -101,7 +101,8 @@ measure_options = _stacked(
                       "codegen, export; worker.COMPILE_PATH) before any compile's clock, so a "
                       "cold compile times the compile's own work rather than those imports. "
                       "Off by default: those imports are part of every user's first compile, "
-                      "and on an H200 leaving them out did not narrow the spread."),
+                      "and on an H200 timing compiles without them did not narrow the "
+                      "spread."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 

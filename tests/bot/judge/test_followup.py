@@ -8,8 +8,14 @@ import math
 import random
 from pathlib import Path
 
-from compilewatch.bot.judge.comparison import Verdict
-from compilewatch.bot.judge.followup import asker, cold_asker, more_cold, more_processes
+from compilewatch.bot.judge.comparison import Delta, Verdict
+from compilewatch.bot.judge.followup import (
+    asker,
+    cold_asker,
+    cold_unsettled,
+    more_cold,
+    more_processes,
+)
 from compilewatch.bot.judge.host import HostNoise
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.judge.stats import NoiseBands
@@ -175,6 +181,29 @@ def test_cold_compile_follow_ups_ask_only_where_more_compiles_could_settle_it():
     reused = _cold([3.0, 3.3, 2.8], 1).model_copy(deep=True)
     reused.compile.cache_dir_was_empty = False  # not cold: no cold-compile verdict at all
     assert more_cold(reused, _cold([3.5, 3.3, 3.9], 2), T) is None
+
+
+def test_a_cold_call_is_looked_at_again_exactly_while_its_interval_reaches_inside():
+    """The edge of the confirmation, either way: a regression whose interval's low end is
+    under 1 + threshold, an improvement whose high end is over 1 / (1 + threshold) (not
+    1 - threshold: at 15%, 0.86 is past the improvement edge of 0.8696)."""
+    def d(verdict: Verdict, ratio: float, low: float, high: float) -> Delta:
+        return Delta(base=3.0, head=3.0 * ratio, ratio=ratio, ci_low=low, ci_high=high,
+                     verdict=verdict, threshold=0.15, samples=(3, 3))
+
+    reg, imp = Verdict.REGRESSION, Verdict.IMPROVEMENT
+    cases = [(d(reg, 1.25, 1.14, 1.40), True), (d(reg, 1.25, 1.151, 1.40), False),
+             (d(imp, 0.80, 0.70, 0.87), True), (d(imp, 0.80, 0.70, 0.86), False),
+             (d(imp, 0.80, 0.70, 0.8690), False), (d(imp, 0.80, 0.70, 0.8700), True),
+             # shown only (no threshold) or one sample a side: nothing to settle
+             (Delta(base=3.0, head=3.6, ratio=1.2, ci_low=1.0, ci_high=1.4,
+                    verdict=reg), False),
+             (None, False)]
+    for delta, asks in cases:
+        why = cold_unsettled(delta)
+        assert (why is not None) is asks, delta
+        if asks:
+            assert "interval reaching inside the 15% threshold" in why
 
 
 def test_no_more_cold_compiles_where_the_host_preflight_silences_compile_times():
