@@ -283,15 +283,16 @@ def _first_colds(side: dict, first: int, cut: set[str]) -> dict:
 
 def _cuttable(run: dict, first: int) -> set[str]:
     """The models whose cold compiles can be cut to the first ``first`` pairs: more than that
-    on both sides, as many on each, and a CPU time for each wall time (a failed cold compile
-    leaves no sample, so index i would no longer be pair i: such a model is judged on all)."""
+    on both sides, as many on each, and a CPU time for each wall time or none at all (a failed
+    cold compile leaves no sample, so index i would no longer be pair i: such a model is judged
+    on all)."""
     def counts(r: dict) -> tuple[int, int]:
         c = r.get("compile") or {}
         return len(c.get("cold_samples_s") or []), len(c.get("cold_cpu_samples_s") or [])
 
     base = {r["model"]: counts(r) for r in run["base"]["results"]}
     return {r["model"] for r in run["head"]["results"]
-            if (n := counts(r))[0] > first and n[1] == n[0] and base.get(r["model"]) == n}
+            if (n := counts(r))[0] > first and n[1] in (0, n[0]) and base.get(r["model"]) == n}
 
 
 def as_pr(run: dict, out: Path, first: int) -> tuple[dict | None, list[str]]:

@@ -1,0 +1,89 @@
+"""benchmarks/verdict_quality.py judges a six-pair run as a ``pr`` with three cold compiles a
+side and its follow-up would (``--cold-follow-up-check``): its detection rates stand on this."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.factories import cold_result, run_results
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location(
+        "verdict_quality", ROOT / "benchmarks" / "verdict_quality.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("verdict_quality", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+vq = _load()
+
+FLAT = [3.0, 3.02, 2.98, 3.01, 2.99, 3.0]
+CASES = {
+    # (base, head): what the first three pairs say, and what all six say
+    # the H200's A/A pair: three pairs call a -14.9% improvement, six do not
+    "chance": ([4.05, 4.46, 4.40, 3.95, 4.06, 3.71], [3.70, 3.67, 3.61, 3.86, 4.52, 3.39]),
+    # undecided near the threshold on three pairs
+    "open": ([3.0, 3.3, 2.8, 3.0, 3.3, 2.8], [3.5, 3.3, 3.9, 3.5, 3.3, 3.9]),
+    # unchanged on three: the follow-up's pairs are dropped
+    "flat": (FLAT, [x * 1.01 for x in FLAT]),
+    # one of head's cold compiles failed: its index no longer pairs, so it is not cut
+    "failed": (FLAT, [x * 1.01 for x in FLAT[:5]]),
+}
+
+
+def _run(cases: dict[str, tuple[list[float], list[float]]]) -> dict:
+    sides = {}
+    for i, side in enumerate(("base", "head")):
+        results = [cold_result(m, pair[i], seed=i + 1) for m, pair in cases.items()]
+        sides[side] = json.loads(run_results(results).model_dump_json())
+    return sides
+
+
+def _cold(comparison: dict, model: str) -> dict:
+    return next(r for r in comparison["rows"] if r["model"] == model)["cold_compile"]
+
+
+def test_a_six_pair_run_is_judged_on_three_pairs_and_six_where_the_rule_asks(tmp_path: Path):
+    judged, more = vq.as_pr(_run(CASES), tmp_path, 3)
+    assert judged is not None
+    assert more == ["chance", "open"]
+    chance = _cold(judged, "chance")
+    assert chance["samples"] == [6, 6] and chance["verdict"] != "improvement", chance
+    assert _cold(judged, "open")["samples"] == [6, 6]
+    assert _cold(judged, "flat")["samples"] == [3, 3]
+    assert _cold(judged, "failed")["samples"] == [6, 5]
+    # the same run judged on all six pairs everywhere: no model on three
+    whole = vq.compare_run(_run(CASES), tmp_path / "whole")
+    assert whole is not None and _cold(whole, "flat")["samples"] == [6, 6]
+
+
+def test_the_first_three_pairs_alone_make_the_chance_call(tmp_path: Path):
+    """What the follow-up takes back is really there on three pairs."""
+    first = {m: (b[:3], h[:3]) for m, (b, h) in CASES.items() if m == "chance"}
+    judged = vq.compare_run(_run(first), tmp_path)
+    assert judged is not None and _cold(judged, "chance")["verdict"] == "improvement"
+
+
+def test_the_scaled_check_meets_the_follow_up(tmp_path: Path):
+    """+20% on the untouched models' head samples, judged as a pr: flat models (tight pairs)
+    are found; the counts are models, not samples."""
+    found, models, open_misses = vq.scaled_cold(_run({"flat": CASES["flat"],
+                                                      "flat2": CASES["flat"]}),
+                                                tmp_path, 1.2, 3)
+    assert (found, models, open_misses) == (2, 2, 0)
+
+
+def test_a_run_without_more_than_three_pairs_is_refused(tmp_path: Path):
+    three = {m: (b[:3], h[:3]) for m, (b, h) in CASES.items()}
+    with pytest.raises(SystemExit, match="--cold-follow-up-check"):
+        vq.as_pr(_run(three), tmp_path, 3)
