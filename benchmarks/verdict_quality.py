@@ -143,6 +143,7 @@ def cold_heavy(ctx: BuildContext):
 
 COLD_FACTOR = 1.2  # the cold-compile change applied to the untouched models' own samples
 FIRST_COLD = 3  # a GPU pr's cold compiles a side before its follow-up (--cold-follow-up-check)
+ALL_COLD = 2 * FIRST_COLD  # and with it: --extra-cold-processes' default of 3 on cuda
 
 CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elements)",
            "tblock": "model +5% (sequence)", "launch_bound": "model +10% (four more layers)",
@@ -417,7 +418,8 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
                      f"{sum(n for _, n, _ in scaled)} model-repeats ("
                      + ", ".join(f"{f}/{n}" for f, n, _ in scaled) + "); "
                      + (f"{sum(a for _, _, a in scaled)} of the misses were still open "
-                        "after the simulated follow-up (every open model judged on 6 pairs)."
+                        f"after the simulated follow-up (every open model judged on "
+                        f"{ALL_COLD} pairs)."
                         if more is not None else
                         f"{sum(a for _, _, a in scaled)} of the misses were left open near "
                         "the threshold, so a pr would have given them more cold compiles."))
@@ -432,7 +434,7 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
                      f"{budget([run['base'], run['head']], fork).line()}; "
                      f"{cold_spread(run)}; {cold_pairs(run)}; {follow_ups(run)}"
                      + (f"; judged as a pr with {FIRST_COLD} cold compiles a side: the "
-                        f"follow-up took all {2 * FIRST_COLD} for "
+                        f"follow-up took all {ALL_COLD} for "
                         f"{', '.join(more[i - 1]) or 'none'}" if more else "") + ".")
     return "\n".join(lines)
 
@@ -555,7 +557,7 @@ def main() -> None:
         scaled: list[tuple[int, int, int]] = []
         more: list[list[str]] = []
         if first is not None:
-            args.extra = [*args.extra, "--cold-processes", str(2 * first),
+            args.extra = [*args.extra, "--cold-processes", str(ALL_COLD),
                           "--extra-cold-processes", "0"]
         for i in range(args.repeats):
             # stopping takes up to STOP_GRACE_S and judging the checkpoints a few seconds
@@ -583,7 +585,8 @@ def main() -> None:
             print(f"repeat {i + 1}: {took:.0f} s", file=sys.stderr, flush=True)
             # the report so far after every repeat: a run stopped by a time limit keeps them
             print(f"## after {i + 1} of {args.repeats} repeats\n\n"
-                  f"{report(comparisons, runs, walls, cuts, scaled, more or None)}\n",
+                  f"{report(comparisons, runs, walls, cuts, scaled, more if first else None)}"
+                  "\n",
                   flush=True)
 
 

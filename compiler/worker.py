@@ -54,11 +54,12 @@ COMPILER_STACK = ("torch._dynamo", "torch._inductor.compile_fx",
                   "torch._functorch._aot_autograd.autograd_cache", "torch._inductor.codecache")
 # What a first compile still imports past COMPILER_STACK: of the 221 modules a first CPU
 # compile imported with torch 2.13, the 125 of torch and sympy (0.3 s to import once torch is
-# in; importing them first took 1-2 s off that compile, on a noisy CPU). On the H200 the
-# aot_autograd phase of a micro model's cold compile, 1.4-2.7 s of 3-4 s and mostly first-use
-# work, varied the most. ``--preload-compile-path`` imports these before any compile's clock
-# (in the fork server, or in a spawned worker's import), so a cold compile's time is more of
-# the compile's own work. Names this torch lacks are skipped.
+# in). ``--preload-compile-path`` imports these before any compile's clock (in the fork
+# server, or in a spawned worker's import), so a cold compile's time is more of the compile's
+# own work: on the H200 that took 0.6-1.2 s (11-34%) off a micro model's cold compile and did
+# not narrow how much cold compiles disagree, and users' first compiles pay these imports, so
+# it is off by default (docs/verdict-quality.md, repeats 22-29). Names this torch lacks are
+# skipped.
 _PATTERNS = "torch._inductor.fx_passes.serialized_patterns"
 COMPILE_PATH = (
     "sympy.combinatorics", "sympy.tensor.tensor",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -16,12 +17,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load():
+    """The script as a module; the benchmarks folder it puts first on ``sys.path`` (for its
+    helpers) is taken off again, so no other test imports a benchmark by a bare name."""
     spec = importlib.util.spec_from_file_location(
         "verdict_quality", ROOT / "benchmarks" / "verdict_quality.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("verdict_quality", module)
-    spec.loader.exec_module(module)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path
     return module
 
 
@@ -74,13 +80,22 @@ def test_the_first_three_pairs_alone_make_the_chance_call(tmp_path: Path):
     assert judged is not None and _cold(judged, "chance")["verdict"] == "improvement"
 
 
+# an untouched model whose pairs, once +20% is applied to head, leave the first three open
+# (within noise, +21%) and call it on six (regression, interval from +11%)
+SCALED_BASE = [3.0, 3.3, 2.8, 3.1, 2.9, 3.05]
+SCALED_HEAD = [x * math.exp(lr) / 1.2 for x, lr in
+               zip(SCALED_BASE, [0.26, 0.02, 0.30, 0.17, 0.19, 0.18], strict=True)]
+
+
 def test_the_scaled_check_meets_the_follow_up(tmp_path: Path):
-    """+20% on the untouched models' head samples, judged as a pr: flat models (tight pairs)
-    are found; the counts are models, not samples."""
-    found, models, open_misses = vq.scaled_cold(_run({"flat": CASES["flat"],
-                                                      "flat2": CASES["flat"]}),
-                                                tmp_path, 1.2, 3)
-    assert (found, models, open_misses) == (2, 2, 0)
+    """+20% on the untouched models' head samples, judged as a pr: a model the first three
+    pairs leave open is found on six; without the simulation, three pairs miss it and count
+    it as left open. A flat model is found either way; the counts are models."""
+    run = _run({"open": (SCALED_BASE, SCALED_HEAD), "flat": CASES["flat"]})
+    assert vq.scaled_cold(run, tmp_path / "as-pr", 1.2, 3) == (2, 2, 0)
+    three = _run({"open": (SCALED_BASE[:3], SCALED_HEAD[:3]),
+                  "flat": (CASES["flat"][0][:3], CASES["flat"][1][:3])})
+    assert vq.scaled_cold(three, tmp_path / "three", 1.2) == (1, 2, 1)
 
 
 def test_a_run_without_more_than_three_pairs_is_refused(tmp_path: Path):
