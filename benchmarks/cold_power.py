@@ -10,7 +10,7 @@ head side slower by ``--change``, pairs run side by side, and judges each draw w
 lowers these rates). Prints, per noise and number of pairs a side, how often the change is
 found and how often an A/A draw (no change) is flagged either way; the last columns with the
 follow-up a ``pr`` on a GPU makes (``--extra-cold-processes``, 3: a draw whose verdict is
-undecided near the threshold, or a change called with its interval reaching inside the threshold,
+undecided near the threshold, or a change called on the first pairs,
 gets that many more pairs and is judged again,
 ``bot/judge/followup.py``). Synthetic, so it runs anywhere in seconds; it says what noise the
 +20% target needs, not what a runner has.
@@ -32,7 +32,7 @@ def rates(pairs: int, change: float, sd: float, trials: int, seed: int = 0,
           extra: int = 0) -> dict[str, float]:
     """Fractions of draws judged regression and improvement; with ``extra``, a first verdict
     the follow-up rule finds unsettled (``cold_unsettled``: undecided near the threshold, or a
-    call whose interval reaches inside it) gets ``extra`` more pairs, as in a ``pr``."""
+    change called) gets ``extra`` more pairs, as in a ``pr``."""
     rng = random.Random(seed)
     t = Thresholds()
     judge = Judging(thresholds=t, ident=("power", "cold", "default"), noise=NoiseBands())

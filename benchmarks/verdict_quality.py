@@ -300,7 +300,7 @@ def as_pr(run: dict, out: Path, first: int) -> tuple[dict | None, list[str]]:
     """The comparison a ``pr`` with ``first`` cold compiles a side and its cold follow-up
     would have made of a run that took more (``--cold-processes 6 --extra-cold-processes
     0``): every model judged on its first ``first`` pairs, and a model whose cold verdict
-    that leaves open near the threshold, or calls with its interval reaching inside it
+    that leaves open near the threshold, or calls a change on
     (``cold_unsettled``, the rule the loop applies), judged again on all of them. The
     follow-up's pairs are needed whether or not the rule asks, so they are taken for every
     model and dropped where it does not: a change applied afterwards (``scaled_cold``) meets

@@ -604,7 +604,7 @@ def baseline_update_cmd(**kwargs: Any) -> None:
 @click.option("--extra-cold-processes", type=click.IntRange(min=0), default=None,
               help="Cold compiles a side added, once, to a model whose cold-compile verdict "
                    "is undecided with its estimate near the threshold, or a change called "
-                   "with its interval reaching inside the threshold (judged again on all). "
+                   "on the first ones (judged again on all: confirmed or taken back). "
                    "Default: 3 on cuda, 0 on cpu.")
 @click.option("--no-db", is_flag=True, help="Do not store the two runs in any database.")
 @click.option("--allow-empty", is_flag=True,

@@ -92,7 +92,7 @@ class MeasureOptions:
     # threshold (``bot/judge/followup.py``); None: 3 on cuda, 0 on cpu
     extra_processes: int | None = None
     # cold compiles a side added to a model whose cold-compile verdict is undecided near its
-    # threshold, or called with an interval reaching inside it (``bot/judge/followup.py``);
+    # threshold, or called on the first ones, to confirm it (``bot/judge/followup.py``);
     # None: 3 on cuda, 0 on cpu
     extra_cold_processes: int | None = None
 

@@ -460,8 +460,8 @@ class RunSettings(_Model):
     # (``--preload-compile-path``, ``compiler/worker.py`` COMPILE_PATH)
     preload_compile_path: bool = False
     # a pr's follow-ups: timing processes and cold compiles a side that a model whose first
-    # verdict was left open near its threshold (cold compiles also: called with an interval
-    # reaching inside it) could get (its notes say when it did)
+    # verdict was left open near its threshold (cold compiles also: a change called on the
+    # first ones, to confirm it) could get (its notes say when it did)
     extra_processes: Count32 = 0
     extra_cold_processes: Count32 = 0
 
