@@ -38,6 +38,9 @@ CASES = {
     # (base, head): what the first three pairs say, and what all six say
     # the H200's A/A pair: three pairs call a -14.9% improvement, six do not
     "chance": ([4.05, 4.46, 4.40, 3.95, 4.06, 3.71], [3.70, 3.67, 3.61, 3.86, 4.52, 3.39]),
+    # the H200's A/A pair of repeat 31: three pairs call +28.1%, the interval wholly past the
+    # threshold; the next three say +2%, all six within noise
+    "past": ([3.08, 3.24, 3.05, 3.94, 2.81, 2.94], [3.99, 4.20, 3.83, 3.43, 3.43, 2.94]),
     # undecided near the threshold on three pairs
     "open": ([3.0, 3.3, 2.8, 3.0, 3.3, 2.8], [3.5, 3.3, 3.9, 3.5, 3.3, 3.9]),
     # unchanged on three: the follow-up's pairs are dropped
@@ -62,9 +65,11 @@ def _cold(comparison: dict, model: str) -> dict:
 def test_a_six_pair_run_is_judged_on_three_pairs_and_six_where_the_rule_asks(tmp_path: Path):
     judged, more = vq.as_pr(_run(CASES), tmp_path, 3)
     assert judged is not None
-    assert more == ["chance", "open"]
+    assert sorted(more) == ["chance", "open", "past"]
     chance = _cold(judged, "chance")
     assert chance["samples"] == [6, 6] and chance["verdict"] != "improvement", chance
+    past = _cold(judged, "past")
+    assert past["samples"] == [6, 6] and past["verdict"] != "regression", past
     assert _cold(judged, "open")["samples"] == [6, 6]
     assert _cold(judged, "flat")["samples"] == [3, 3]
     assert _cold(judged, "failed")["samples"] == [6, 5]
@@ -74,10 +79,13 @@ def test_a_six_pair_run_is_judged_on_three_pairs_and_six_where_the_rule_asks(tmp
 
 
 def test_the_first_three_pairs_alone_make_the_chance_call(tmp_path: Path):
-    """What the follow-up takes back is really there on three pairs."""
-    first = {m: (b[:3], h[:3]) for m, (b, h) in CASES.items() if m == "chance"}
+    """What the follow-up takes back is really there on three pairs, the second call with its
+    interval wholly past the threshold."""
+    first = {m: (b[:3], h[:3]) for m, (b, h) in CASES.items() if m in ("chance", "past")}
     judged = vq.compare_run(_run(first), tmp_path)
     assert judged is not None and _cold(judged, "chance")["verdict"] == "improvement"
+    past = _cold(judged, "past")
+    assert past["verdict"] == "regression" and past["ci_low"] > 1.15, past
 
 
 # an untouched model whose pairs, once +20% is applied to head, leave the first three open

@@ -1,0 +1,248 @@
+"""Where does the spread between two cold compiles of the same code come from? Numbers in
+docs/verdict-quality.md.
+
+    python benchmarks/cold_noise.py --device cuda --rounds 8
+
+A ``pr`` on a GPU runs a model's cold compiles in pairs, base and head side by side, each on a
+compile slot of three cores of its own with three Inductor compile workers, while other
+models' cold compiles run in the other slots and a timing process keeps the GPU busy. The
+two compiles of a pair still disagree by 4-14% (standard deviation of the log of one compile,
+docs/verdict-quality.md), and that spread is what a cold-compile verdict's band is made of.
+This times cold compiles of the same micro models (each a fresh process on an empty cache dir,
+its first compiled call with a device sync, as ``worker.run_compile`` times it) under
+conditions taken in turn each round, so that drift hits each alike:
+
+- ``alone``: one compile at a time, two in a row (the pair), on the first slot's cores;
+- ``alone-seed``: the same with ``PYTHONHASHSEED=0`` in both (every process the same string
+  hashes, so the same set and dict orders): whether the compile's own work varies;
+- ``pair``: two at once, each on a slot of its own (a pair with the other slots idle);
+- ``four``: four at once, two pairs (a ``pr`` with four compile slots busy);
+- ``four-gpu``: the same while another process keeps launching small kernels on the last core
+  (a timing process's load).
+
+Per condition it prints the pair spread (the standard deviation of the log difference of a
+pair's two compiles, over the square root of two: per compile, as the verdict uses it), the
+spread of all its compiles, and the same for process-tree CPU time and for the compile's
+phases as torch counts them (``torch._dynamo.utils.compilation_time_metrics``), so the phase
+whose two sides disagree shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CONDITIONS = ("alone", "alone-seed", "pair", "four", "four-gpu")
+SLOT_CORES = 3
+_BUSY = """
+import sys, time, torch
+x = torch.randn(64, 64, device="cuda")
+torch.cuda.synchronize()
+print("ready", flush=True)
+while True:
+    for _ in range(100):
+        x = torch.tanh(x)
+    torch.cuda.synchronize()
+"""
+# torch's own per-function compile timers worth showing (the rest are inside these)
+PHASES = ("_compile.compile_inner", "OutputGraph.call_user_compiler", "compile_fx_inner",
+          "GraphLowering.compile_to_module", "async_compile.wait")
+
+
+def _child(model: str, device: str, cores: list[int]) -> None:
+    """One cold compile, printed as a JSON line: wall, process-tree CPU, torch's phases."""
+    if cores:
+        os.sched_setaffinity(0, set(cores))
+    import torch
+    import torch._inductor.config as inductor_config
+
+    from compilewatch.compiler import proctree
+    from compilewatch.suites.loader import load_suite
+    from compilewatch.suites.registry import BuildContext
+
+    inductor_config.compile_threads = len(cores) or 1
+    spec = load_suite("micro").models[model]
+    ctx = BuildContext(device=device, dtype=spec.dtype or "float32", large=device == "cuda")
+    fn, inputs = spec.build(ctx)
+    fn(*inputs)  # eager first, as a cold process does: the clock holds the compile alone
+    if device == "cuda":
+        torch.cuda.synchronize()
+    compiled = torch.compile(fn, dynamic=spec.dynamic)
+    cpu0, t0 = proctree.tree_cpu_seconds(), time.perf_counter()
+    compiled(*inputs)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    cpu = proctree.tree_cpu_seconds() - cpu0
+    from torch._dynamo.utils import compilation_time_metrics
+
+    phases = {k: sum(v) for k, v in compilation_time_metrics.items() if k in PHASES}
+    print(json.dumps({"wall": wall, "cpu": cpu, "phases": phases}), flush=True)
+
+
+def _groups(n: int) -> list[list[int]]:
+    """``n`` slots of ``SLOT_CORES`` cores, off the last core (the GPU load's); with
+    ``--slot-cores 0`` (a smoke run on a small machine) none is pinned."""
+    if SLOT_CORES == 0:
+        return [[] for _ in range(n)]
+    cores = sorted(os.sched_getaffinity(0))[:-1]
+    if len(cores) < n * SLOT_CORES:
+        raise SystemExit(f"cold_noise needs {n * SLOT_CORES + 1} cores for {n} slots; this "
+                         f"process may use {len(cores) + 1}")
+    return [cores[i * SLOT_CORES:(i + 1) * SLOT_CORES] for i in range(n)]
+
+
+def _start(model: str, device: str, cores: list[int], seed: bool) -> tuple[subprocess.Popen,
+                                                                             Path]:
+    cache = Path(tempfile.mkdtemp(prefix="cold-noise-"))
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache / "t"))
+    if seed:
+        env["PYTHONHASHSEED"] = "0"
+    cmd = [sys.executable, __file__, "--child", model, "--device", device,
+           "--cores", ",".join(map(str, cores))]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True), cache
+
+
+def _finish(proc: subprocess.Popen, cache: Path) -> dict:
+    out, _ = proc.communicate()
+    shutil.rmtree(cache, ignore_errors=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"a cold compile failed (exit {proc.returncode})")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _batch(model: str, device: str, groups: list[list[int]], seed: bool = False) -> list[dict]:
+    """Cold compiles started at once, one per group; their results in group order."""
+    started = [_start(model, device, g, seed) for g in groups]
+    return [_finish(p, c) for p, c in started]
+
+
+def _busy(device: str) -> subprocess.Popen | None:
+    if device != "cuda":
+        return None
+    proc = subprocess.Popen([sys.executable, "-c", _BUSY], stdout=subprocess.PIPE, text=True)
+    os.sched_setaffinity(proc.pid, {sorted(os.sched_getaffinity(0))[-1]})
+    if proc.stdout is None or proc.stdout.readline().strip() != "ready":
+        proc.kill()
+        raise SystemExit("four-gpu needs CUDA: its GPU load did not start")
+    return proc
+
+
+def run_condition(condition: str, model: str, device: str) -> list[tuple[dict, dict]]:
+    """One round of a condition: its pairs (two compiles that a verdict would compare)."""
+    if condition.startswith("alone"):
+        one = _groups(1)
+        seed = condition == "alone-seed"
+        a, b = _batch(model, device, one, seed)[0], _batch(model, device, one, seed)[0]
+        return [(a, b)]
+    if condition == "pair":
+        a, b = _batch(model, device, _groups(2))
+        return [(a, b)]
+    load = _busy(device) if condition == "four-gpu" else None
+    try:
+        r = _batch(model, device, _groups(4))
+    finally:
+        if load is not None:
+            load.kill()
+            load.wait()
+    return [(r[0], r[1]), (r[2], r[3])]
+
+
+def _sd(xs: list[float]) -> float:
+    return statistics.stdev(xs) if len(xs) >= 2 else float("nan")
+
+
+def spreads(pairs: list[tuple[dict, dict]], value) -> tuple[float, float]:
+    """(pair spread, spread of all) of ``value(result)``, as standard deviations of the log;
+    all: of each compile's log less its model's mean, so models of different sizes pool."""
+    diffs = [math.log(value(b)) - math.log(value(a)) for a, b in pairs
+             if value(a) > 0 and value(b) > 0]
+    return _sd(diffs) / math.sqrt(2), _sd([math.log(value(r)) for p in pairs for r in p
+                                           if value(r) > 0])
+
+
+def table(rows: dict[str, dict[str, list[tuple[dict, dict]]]]) -> str:
+    lines = ["| condition | pairs | wall: median s | pair spread | spread of all | CPU: pair "
+             "spread | " + " | ".join(f"{p} pair spread" for p in PHASES) + " |",
+             "| --- " * (6 + len(PHASES)) + "|"]
+    for condition in CONDITIONS:
+        per_model = rows.get(condition, {})
+        pairs = [p for ps in per_model.values() for p in ps]
+        if not pairs:
+            continue
+        # pair spreads pool over models (a log difference has no scale); spread of all per model
+        wall_pair = spreads(pairs, lambda r: r["wall"])[0]
+        alls = [spreads(ps, lambda r: r["wall"])[1] for ps in per_model.values() if len(ps) > 1]
+        cpu_pair = spreads(pairs, lambda r: r["cpu"])[0]
+        phase = [spreads(pairs, lambda r, k=k: r["phases"].get(k, 0.0))[0] for k in PHASES]
+        med = statistics.median(r["wall"] for p in pairs for r in p)
+        lines.append(f"| {condition} | {len(pairs)} | {med:.2f} | {wall_pair:.1%} | "
+                     f"{statistics.mean(alls) if alls else float('nan'):.1%} | {cpu_pair:.1%} | "
+                     + " | ".join(f"{s:.1%}" for s in phase) + " |")
+    return "\n".join(lines)
+
+
+def in_time(limit_s: float | None, elapsed: float, longest: float) -> bool:
+    """Whether another round fits: the longest round so far, started now, ends by the limit
+    (a round cut by a device call's own limit is lost, the table of the rounds before it not)."""
+    return limit_s is None or elapsed + longest <= limit_s
+
+
+def main() -> None:
+    global SLOT_CORES
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--model", action="append", default=None,
+                    help="micro models, one per round in turn (default: pointwise, ln_mlp_block)")
+    ap.add_argument("--condition", action="append", choices=CONDITIONS, default=None)
+    ap.add_argument("--limit-s", type=float, default=None,
+                    help="Start no round that, as long as the longest so far, would end past "
+                         "this many seconds.")
+    ap.add_argument("--out", type=Path, default=None, help="Every compile's numbers (JSON).")
+    ap.add_argument("--slot-cores", type=int, default=SLOT_CORES,
+                    help="Cores (and compile workers) of one slot, as a pr gives a slot.")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--cores", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _child(args.child, args.device, [int(c) for c in args.cores.split(",") if c])
+        return
+    SLOT_CORES = args.slot_cores
+    models = args.model or ["pointwise", "ln_mlp_block"]
+    conditions = list(args.condition or CONDITIONS)
+    rows: dict[str, dict[str, list[tuple[dict, dict]]]] = {c: {} for c in conditions}
+    # one compile kept out of every condition: a fresh machine's first process reads its
+    # files from disk (on the H200 it took 3.71 s where its partner took 2.63 s)
+    _batch(models[0], args.device, _groups(1))
+    start = last = time.monotonic()
+    longest = 0.0
+    for i in range(args.rounds):
+        if not in_time(args.limit_s, time.monotonic() - start, longest):
+            print(f"stopped after {i} rounds: the next would pass --limit-s", file=sys.stderr)
+            break
+        model = models[i % len(models)]
+        order = conditions[i % len(conditions):] + conditions[:i % len(conditions)]
+        for condition in order:
+            got = run_condition(condition, model, args.device)
+            rows[condition].setdefault(model, []).extend(got)
+            print(condition, model, [(round(a["wall"], 2), round(b["wall"], 2))
+                                     for a, b in got], file=sys.stderr, flush=True)
+        now = time.monotonic()
+        longest, last = max(longest, now - last), now
+        print(f"after round {i + 1} ({now - start:.0f} s):\n{table(rows)}", flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""benchmarks/cold_noise.py: its pair spread is the verdict's (per compile, from pair
+differences), drift shared by a pair does not count in it, and no round starts that the
+device call's limit would cut."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("cold_noise",
+                                                  ROOT / "benchmarks" / "cold_noise.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path
+    return module
+
+
+cn = _load()
+
+
+def _pairs(sd: float, drift: float, n: int = 4000, seed: int = 3) -> list[tuple[dict, dict]]:
+    """Pairs of compiles with an independent noise ``sd`` each and a shift ``drift`` both
+    compiles of a pair share (the host's state while they ran)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        shared = rng.gauss(0, drift)
+        a, b = (3.0 * math.exp(shared + rng.gauss(0, sd)) for _ in range(2))
+        out.append(({"wall": a, "cpu": 2 * a, "phases": {}},
+                    {"wall": b, "cpu": 2 * b, "phases": {}}))
+    return out
+
+
+def test_the_pair_spread_is_each_compiles_own_noise_and_drift_is_not_in_it():
+    for sd, drift in [(0.04, 0.0), (0.04, 0.10), (0.10, 0.05)]:
+        pair, whole = cn.spreads(_pairs(sd, drift), lambda r: r["wall"])
+        assert abs(pair - sd) < 0.1 * sd, (sd, drift, pair)
+        assert abs(whole - math.hypot(sd, drift)) < 0.1 * math.hypot(sd, drift), whole
+
+
+def test_the_table_pools_models_and_names_every_condition_measured():
+    rows = {"pair": {"a": _pairs(0.04, 0.0, 50), "b": _pairs(0.04, 0.0, 50, seed=4)},
+            "four": {"a": _pairs(0.08, 0.0, 50)}, "alone": {}}
+    text = cn.table(rows)
+    lines = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()[2:]}
+    assert set(lines) == {"pair", "four"}
+    assert "| 100 |" in lines["pair"] and "| 50 |" in lines["four"]
+    pair = float(lines["pair"].split(" | ")[3].rstrip("%"))
+    four = float(lines["four"].split(" | ")[3].rstrip("%"))
+    assert 3.0 < pair < 5.0 and 6.0 < four < 10.0, (pair, four)
+
+
+def test_a_round_starts_only_if_the_longest_round_so_far_still_fits():
+    assert cn.in_time(None, 10_000.0, 500.0)
+    assert cn.in_time(470.0, 0.0, 0.0)
+    assert cn.in_time(470.0, 300.0, 150.0)
+    assert not cn.in_time(470.0, 330.0, 150.0)  # the H200's fourth round, cut at 580 s
