@@ -22,9 +22,10 @@ conditions taken in turn each round, so that drift hits each alike:
 
 Per condition it prints the pair spread (the standard deviation of the log difference of a
 pair's two compiles, over the square root of two: per compile, as the verdict uses it), the
-spread of all its compiles, and the same for process-tree CPU time and for the compile's
-phases as torch counts them (``torch._dynamo.utils.compilation_time_metrics``), so the phase
-whose two sides disagree shows.
+spread of all its compiles (each model's about its own mean, pooled), and the pair spread of
+process-tree CPU time and of the compile's phases as torch counts them
+(``torch._dynamo.utils.compilation_time_metrics``), so the phase whose two sides disagree
+shows. One compile before the first round is kept out of every condition.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import time
 from pathlib import Path
 
 CONDITIONS = ("alone", "alone-seed", "pair", "four", "four-gpu")
-SLOT_CORES = 3
+SLOT_CORES = 3  # a pr's compile slot on the H200: three cores, three compile workers
 _BUSY = """
 import sys, time, torch
 x = torch.randn(64, 64, device="cuda")
@@ -89,16 +90,16 @@ def _child(model: str, device: str, cores: list[int]) -> None:
     print(json.dumps({"wall": wall, "cpu": cpu, "phases": phases}), flush=True)
 
 
-def _groups(n: int) -> list[list[int]]:
-    """``n`` slots of ``SLOT_CORES`` cores, off the last core (the GPU load's); with
-    ``--slot-cores 0`` (a smoke run on a small machine) none is pinned."""
-    if SLOT_CORES == 0:
+def _groups(n: int, size: int) -> list[list[int]]:
+    """``n`` slots of ``size`` cores, off the last core (the GPU load's); with size 0 (a smoke
+    run on a small machine) none is pinned."""
+    if size == 0:
         return [[] for _ in range(n)]
     cores = sorted(os.sched_getaffinity(0))[:-1]
-    if len(cores) < n * SLOT_CORES:
-        raise SystemExit(f"cold_noise needs {n * SLOT_CORES + 1} cores for {n} slots; this "
+    if len(cores) < n * size:
+        raise SystemExit(f"cold_noise needs {n * size + 1} cores for {n} slots; this "
                          f"process may use {len(cores) + 1}")
-    return [cores[i * SLOT_CORES:(i + 1) * SLOT_CORES] for i in range(n)]
+    return [cores[i * size:(i + 1) * size] for i in range(n)]
 
 
 def _start(model: str, device: str, cores: list[int], seed: bool) -> tuple[subprocess.Popen,
@@ -121,9 +122,19 @@ def _finish(proc: subprocess.Popen, cache: Path) -> dict:
 
 
 def _batch(model: str, device: str, groups: list[list[int]], seed: bool = False) -> list[dict]:
-    """Cold compiles started at once, one per group; their results in group order."""
-    started = [_start(model, device, g, seed) for g in groups]
-    return [_finish(p, c) for p, c in started]
+    """Cold compiles started at once, one per group; their results in group order. One that
+    fails stops the run, and the others are killed and their cache dirs removed."""
+    started: list[tuple[subprocess.Popen, Path]] = []
+    try:
+        for g in groups:
+            started.append(_start(model, device, g, seed))
+        return [_finish(p, c) for p, c in started]
+    finally:
+        for p, c in started:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            shutil.rmtree(c, ignore_errors=True)
 
 
 def _busy(device: str) -> subprocess.Popen | None:
@@ -133,23 +144,26 @@ def _busy(device: str) -> subprocess.Popen | None:
     os.sched_setaffinity(proc.pid, {sorted(os.sched_getaffinity(0))[-1]})
     if proc.stdout is None or proc.stdout.readline().strip() != "ready":
         proc.kill()
+        proc.wait()
         raise SystemExit("four-gpu needs CUDA: its GPU load did not start")
     return proc
 
 
-def run_condition(condition: str, model: str, device: str) -> list[tuple[dict, dict]]:
-    """One round of a condition: its pairs (two compiles that a verdict would compare)."""
+def run_condition(condition: str, model: str, device: str, size: int = SLOT_CORES
+                  ) -> list[tuple[dict, dict]]:
+    """One round of a condition, on slots of ``size`` cores: its pairs (two compiles that a
+    verdict would compare)."""
     if condition.startswith("alone"):
-        one = _groups(1)
+        one = _groups(1, size)
         seed = condition == "alone-seed"
         a, b = _batch(model, device, one, seed)[0], _batch(model, device, one, seed)[0]
         return [(a, b)]
     if condition == "pair":
-        a, b = _batch(model, device, _groups(2))
+        a, b = _batch(model, device, _groups(2, size))
         return [(a, b)]
     load = _busy(device) if condition == "four-gpu" else None
     try:
-        r = _batch(model, device, _groups(4))
+        r = _batch(model, device, _groups(4, size))
     finally:
         if load is not None:
             load.kill()
@@ -162,12 +176,26 @@ def _sd(xs: list[float]) -> float:
 
 
 def spreads(pairs: list[tuple[dict, dict]], value) -> tuple[float, float]:
-    """(pair spread, spread of all) of ``value(result)``, as standard deviations of the log;
-    all: of each compile's log less its model's mean, so models of different sizes pool."""
+    """(pair spread, spread of all) of ``value(result)``, as standard deviations of the log:
+    of the pairs' log differences over the square root of two, and of every compile's log
+    (pairs of one model: ``pooled_spread`` pools models)."""
     diffs = [math.log(value(b)) - math.log(value(a)) for a, b in pairs
              if value(a) > 0 and value(b) > 0]
     return _sd(diffs) / math.sqrt(2), _sd([math.log(value(r)) for p in pairs for r in p
                                            if value(r) > 0])
+
+
+def pooled_spread(per_model: dict[str, list[tuple[dict, dict]]], value) -> float:
+    """The spread of all compiles, each model's logs about its own mean, pooled over models
+    (models of different sizes share no mean)."""
+    ss, df = 0.0, 0
+    for pairs in per_model.values():
+        logs = [math.log(value(r)) for p in pairs for r in p if value(r) > 0]
+        if len(logs) >= 2:
+            mean = sum(logs) / len(logs)
+            ss += sum((x - mean) ** 2 for x in logs)
+            df += len(logs) - 1
+    return math.sqrt(ss / df) if df else float("nan")
 
 
 def table(rows: dict[str, dict[str, list[tuple[dict, dict]]]]) -> str:
@@ -179,26 +207,26 @@ def table(rows: dict[str, dict[str, list[tuple[dict, dict]]]]) -> str:
         pairs = [p for ps in per_model.values() for p in ps]
         if not pairs:
             continue
-        # pair spreads pool over models (a log difference has no scale); spread of all per model
+        # pair spreads pool over models (a log difference has no scale)
         wall_pair = spreads(pairs, lambda r: r["wall"])[0]
-        alls = [spreads(ps, lambda r: r["wall"])[1] for ps in per_model.values() if len(ps) > 1]
+        whole = pooled_spread(per_model, lambda r: r["wall"])
         cpu_pair = spreads(pairs, lambda r: r["cpu"])[0]
         phase = [spreads(pairs, lambda r, k=k: r["phases"].get(k, 0.0))[0] for k in PHASES]
         med = statistics.median(r["wall"] for p in pairs for r in p)
         lines.append(f"| {condition} | {len(pairs)} | {med:.2f} | {wall_pair:.1%} | "
-                     f"{statistics.mean(alls) if alls else float('nan'):.1%} | {cpu_pair:.1%} | "
+                     f"{whole:.1%} | {cpu_pair:.1%} | "
                      + " | ".join(f"{s:.1%}" for s in phase) + " |")
     return "\n".join(lines)
 
 
 def in_time(limit_s: float | None, elapsed: float, longest: float) -> bool:
     """Whether another round fits: the longest round so far, started now, ends by the limit
-    (a round cut by a device call's own limit is lost, the table of the rounds before it not)."""
+    (a round cut by the run's own time limit is lost, the table of the rounds before it not)."""
     return limit_s is None or elapsed + longest <= limit_s
 
 
 def main() -> None:
-    global SLOT_CORES
+    start = time.monotonic()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--rounds", type=int, default=8)
@@ -209,7 +237,8 @@ def main() -> None:
                     help="Start no round that, as long as the longest so far, would end past "
                          "this many seconds.")
     ap.add_argument("--out", type=Path, default=None, help="Every compile's numbers (JSON).")
-    ap.add_argument("--slot-cores", type=int, default=SLOT_CORES,
+    ap.add_argument("--slot-cores", type=int, choices=range(0, 65), default=SLOT_CORES,
+                    metavar="N",
                     help="Cores (and compile workers) of one slot, as a pr gives a slot.")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--cores", help=argparse.SUPPRESS)
@@ -217,15 +246,14 @@ def main() -> None:
     if args.child:
         _child(args.child, args.device, [int(c) for c in args.cores.split(",") if c])
         return
-    SLOT_CORES = args.slot_cores
+    size = args.slot_cores
     models = args.model or ["pointwise", "ln_mlp_block"]
     conditions = list(args.condition or CONDITIONS)
     rows: dict[str, dict[str, list[tuple[dict, dict]]]] = {c: {} for c in conditions}
     # one compile kept out of every condition: a fresh machine's first process reads its
     # files from disk (on the H200 it took 3.71 s where its partner took 2.63 s)
-    _batch(models[0], args.device, _groups(1))
-    start = last = time.monotonic()
-    longest = 0.0
+    _batch(models[0], args.device, _groups(1, size))
+    last, longest = time.monotonic(), 0.0
     for i in range(args.rounds):
         if not in_time(args.limit_s, time.monotonic() - start, longest):
             print(f"stopped after {i} rounds: the next would pass --limit-s", file=sys.stderr)
@@ -233,7 +261,7 @@ def main() -> None:
         model = models[i % len(models)]
         order = conditions[i % len(conditions):] + conditions[:i % len(conditions)]
         for condition in order:
-            got = run_condition(condition, model, args.device)
+            got = run_condition(condition, model, args.device, size)
             rows[condition].setdefault(model, []).extend(got)
             print(condition, model, [(round(a["wall"], 2), round(b["wall"], 2))
                                      for a, b in got], file=sys.stderr, flush=True)

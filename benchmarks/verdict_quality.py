@@ -227,8 +227,8 @@ def scaled_cold(run: dict, out: Path, factor: float, first: int | None = None
     misses whose verdict a ``pr`` would leave open near the threshold and so give more cold
     compiles). With ``first``, judged as a ``pr`` with ``first`` cold compiles a side and its
     follow-up would (``as_pr``): the run must hold more, and a model open after its first
-    ``first`` is judged on all of them, so the third number counts misses the follow-up did
-    not settle.
+    ``first``, or called on them, is judged on all of them, so the third number counts misses
+    the follow-up did not settle.
     The repeat's own processes carry the noise, so this says what a change of that size
     meets on this runner, model by model, beside the one injected model that really
     compiles more."""
@@ -418,8 +418,8 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
                      f"{sum(n for _, n, _ in scaled)} model-repeats ("
                      + ", ".join(f"{f}/{n}" for f, n, _ in scaled) + "); "
                      + (f"{sum(a for _, _, a in scaled)} of the misses were still open "
-                        f"after the simulated follow-up (every open model judged on "
-                        f"{ALL_COLD} pairs)."
+                        f"after the simulated follow-up (every open or called model judged "
+                        f"on {ALL_COLD} pairs)."
                         if more is not None else
                         f"{sum(a for _, _, a in scaled)} of the misses were left open near "
                         "the threshold, so a pr would have given them more cold compiles."))

@@ -19,7 +19,7 @@ state of the moment: on the H200 A/A pairs were called a -14.9% improvement [-22
 threshold, whose next three pairs said +2% (all six: +14.3%, within noise). The second look,
 later in the run, takes such calls back. On draws (``benchmarks/cold_power.py``, pairs drawn
 independently, so the correlation above is not in them), at 6% noise +20% is then found 83%
-of the time and A/A flagged 0.0% (three pairs: 71%, 0.35%), at 8% 65% and 0.2% (58%, 2.2%).
+of the time and A/A flagged 0.0% (three pairs: 71%, 0.4%), at 8% 65% and 0.1% (58%, 2.2%).
 """
 
 from __future__ import annotations
