@@ -4,29 +4,12 @@ no round starts that the run's time limit would cut."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_scripts import load
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("cold_noise",
-                                                  ROOT / "benchmarks" / "cold_noise.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    path = list(sys.path)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path
-    return module
-
-
-cn = _load()
+cn = load("cold_noise")
 
 
 def _pairs(sd: float, drift: float, n: int = 4000, seed: int = 3, size: float = 3.0

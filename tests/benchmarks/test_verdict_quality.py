@@ -3,35 +3,16 @@ side and its follow-up would (``--cold-follow-up-check``): its detection rates s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts import load
 from tests.factories import cold_result, run_results
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load():
-    """The script as a module; the benchmarks folder it puts first on ``sys.path`` (for its
-    helpers) is taken off again, so no other test imports a benchmark by a bare name."""
-    spec = importlib.util.spec_from_file_location(
-        "verdict_quality", ROOT / "benchmarks" / "verdict_quality.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    path = list(sys.path)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path
-    return module
-
-
-vq = _load()
+vq = load("verdict_quality")
 
 FLAT = [3.0, 3.02, 2.98, 3.01, 2.99, 3.0]
 CASES = {
