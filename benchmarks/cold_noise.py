@@ -26,6 +26,12 @@ spread of all its compiles (each model's about its own mean, pooled), and the pa
 process-tree CPU time and of the compile's phases as torch counts them
 (``torch._dynamo.utils.compilation_time_metrics``), so the phase whose two sides disagree
 shows. One compile before the first round is kept out of every condition.
+
+Each compile process also times two fixed workloads on its own cores, eight times each just
+before and just after its compile (``_references``): the preflight's pure-Python loop and a
+dict-and-sort over some megabytes. Were a compile slow because its cores ran slow, the compile
+over its reference would agree better than the compile alone; the last two columns say whether
+it does (on the H200 it did not: docs/verdict-quality.md).
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ def _child(model: str, device: str, cores: list[int]) -> None:
     fn(*inputs)  # eager first, as a cold process does: the clock holds the compile alone
     if device == "cuda":
         torch.cuda.synchronize()
+    before = _references()
     compiled = torch.compile(fn, dynamic=spec.dynamic)
     cpu0, t0 = proctree.tree_cpu_seconds(), time.perf_counter()
     compiled(*inputs)
@@ -87,7 +94,27 @@ def _child(model: str, device: str, cores: list[int]) -> None:
     from torch._dynamo.utils import compilation_time_metrics
 
     phases = {k: sum(v) for k, v in compilation_time_metrics.items() if k in PHASES}
-    print(json.dumps({"wall": wall, "cpu": cpu, "phases": phases}), flush=True)
+    after = _references()
+    print(json.dumps({"wall": wall, "cpu": cpu, "phases": phases,
+                      "ref_before": before, "ref_after": after}), flush=True)
+
+
+def _mem_work() -> float:
+    """Dicts, strings and a sort over some megabytes: Python work that leaves the caches."""
+    t0 = time.perf_counter()
+    d = {f"key{i}": i * 7 % 1009 for i in range(100_000)}
+    ordered = sorted(d, key=d.__getitem__)
+    sum(len(k) for k in ordered)
+    return time.perf_counter() - t0
+
+
+def _references(n: int = 8) -> dict[str, list[float]]:
+    """Fixed workloads timed on this process's cores: how fast these cores run now."""
+    from compilewatch.compiler.hostcheck import cpu_work
+
+    cpu_work()
+    _mem_work()
+    return {"loop": [cpu_work() for _ in range(n)], "mem": [_mem_work() for _ in range(n)]}
 
 
 def _groups(n: int, size: int) -> list[list[int]]:
@@ -198,10 +225,31 @@ def pooled_spread(per_model: dict[str, list[tuple[dict, dict]]], value) -> float
     return math.sqrt(ss / df) if df else float("nan")
 
 
+REFERENCES = ("loop", "mem")
+
+
+def reference(r: dict, kind: str) -> float:
+    """How long the compile's cores took for the ``kind`` workload: the median of its samples
+    before and after the compile (0 where the compile has none)."""
+    xs = r.get("ref_before", {}).get(kind, []) + r.get("ref_after", {}).get(kind, [])
+    return statistics.median(xs) if xs else 0.0
+
+
+def over_reference(r: dict, kind: str) -> float:
+    """The compile's wall time in units of its cores' reference workload (0: none)."""
+    ref = reference(r, kind)
+    return r["wall"] / ref if ref > 0 else 0.0
+
+
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.1%}"
+
+
 def table(rows: dict[str, dict[str, list[tuple[dict, dict]]]]) -> str:
     lines = ["| condition | pairs | wall: median s | pair spread | spread of all | CPU: pair "
-             "spread | " + " | ".join(f"{p} pair spread" for p in PHASES) + " |",
-             "| --- " * (6 + len(PHASES)) + "|"]
+             "spread | " + " | ".join(f"{p} pair spread" for p in PHASES) + " | "
+             + " | ".join(f"wall over {k} reference: pair spread" for k in REFERENCES) + " |",
+             "| --- " * (6 + len(PHASES) + len(REFERENCES)) + "|"]
     for condition in CONDITIONS:
         per_model = rows.get(condition, {})
         pairs = [p for ps in per_model.values() for p in ps]
@@ -212,10 +260,13 @@ def table(rows: dict[str, dict[str, list[tuple[dict, dict]]]]) -> str:
         whole = pooled_spread(per_model, lambda r: r["wall"])
         cpu_pair = spreads(pairs, lambda r: r["cpu"])[0]
         phase = [spreads(pairs, lambda r, k=k: r["phases"].get(k, 0.0))[0] for k in PHASES]
+        normalised = [spreads(pairs, lambda r, k=k: over_reference(r, k))[0]
+                      for k in REFERENCES]
         med = statistics.median(r["wall"] for p in pairs for r in p)
         lines.append(f"| {condition} | {len(pairs)} | {med:.2f} | {wall_pair:.1%} | "
                      f"{whole:.1%} | {cpu_pair:.1%} | "
-                     + " | ".join(f"{s:.1%}" for s in phase) + " |")
+                     + " | ".join(_pct(s) for s in phase) + " | "
+                     + " | ".join(_pct(s) for s in normalised) + " |")
     return "\n".join(lines)
 
 

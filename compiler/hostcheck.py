@@ -49,7 +49,8 @@ def spread(times: list[float]) -> float:
     return (hi - lo) / med if med > 0 else 0.0
 
 
-def _cpu_work() -> float:
+def cpu_work() -> float:
+    """One sample of the fixed pure-Python workload: its seconds on this core, now."""
     t0 = time.perf_counter()
     acc = 0
     for i in range(CPU_ITERS):
@@ -60,8 +61,8 @@ def _cpu_work() -> float:
 def cpu_spread(repeats: int = REPEATS) -> float:
     end = time.perf_counter() + WARMUP_S
     while time.perf_counter() < end:
-        _cpu_work()
-    return spread([_cpu_work() for _ in range(repeats)])
+        cpu_work()
+    return spread([cpu_work() for _ in range(repeats)])
 
 
 def gpu_spread(repeats: int = REPEATS) -> float | None:

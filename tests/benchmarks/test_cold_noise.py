@@ -61,3 +61,40 @@ def test_a_round_starts_only_if_the_longest_round_so_far_still_fits():
     assert cn.in_time(470.0, 0.0, 0.0)
     assert cn.in_time(470.0, 300.0, 150.0)
     assert not cn.in_time(470.0, 330.0, 150.0)  # rounds of 150 s: a fourth would end at 480 s
+
+
+def _speed_pairs(core_sd: float, ref_sd: float, n: int = 3000, seed: int = 7
+                 ) -> list[tuple[dict, dict]]:
+    """Compiles whose only noise is how fast their cores ran (``core_sd``), each with
+    reference samples on the same cores that carry the same speed and noise of their own
+    (``ref_sd``)."""
+    rng = random.Random(seed)
+
+    def one() -> dict:
+        speed = math.exp(rng.gauss(0, core_sd))
+        refs = [0.02 * speed * math.exp(rng.gauss(0, ref_sd)) for _ in range(16)]
+        return {"wall": 3.0 * speed, "cpu": 6.0 * speed, "phases": {},
+                "ref_before": {"loop": refs[:8], "mem": []}, "ref_after": {"loop": refs[8:]}}
+    return [(one(), one()) for _ in range(n)]
+
+
+def test_a_compile_over_its_cores_reference_cancels_the_cores_speed_and_adds_the_references_noise():
+    """Where a compile is slow because its cores are, the reference taken on them cancels it;
+    a reference noisier than that speed makes the ratio worse than the compile alone (what
+    the H200 showed)."""
+    steady = _speed_pairs(core_sd=0.10, ref_sd=0.01)
+    wall = cn.spreads(steady, lambda r: r["wall"])[0]
+    ratio = cn.spreads(steady, lambda r: cn.over_reference(r, "loop"))[0]
+    assert abs(wall - 0.10) < 0.01 and ratio < 0.01, (wall, ratio)
+    jittery = _speed_pairs(core_sd=0.10, ref_sd=0.5)
+    ratio = cn.spreads(jittery, lambda r: cn.over_reference(r, "loop"))[0]
+    assert ratio > 0.12, ratio
+
+
+def test_the_table_says_n_a_for_a_reference_the_compiles_did_not_take():
+    rows = {"four": {"a": _speed_pairs(0.10, 0.01, n=40)}}
+    line = cn.table(rows).splitlines()[2]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[-1] == "n/a"  # no "mem" samples were taken
+    assert float(cells[-2].rstrip("%")) < 2.0  # the loop reference cancels the cores' speed
+    assert cn.reference({"wall": 1.0}, "loop") == 0.0
