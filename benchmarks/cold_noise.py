@@ -31,7 +31,9 @@ Each compile process also times two fixed workloads on its own cores, eight time
 before and just after its compile (``_references``): the preflight's pure-Python loop and a
 dict-and-sort over some megabytes. Were a compile slow because its cores ran slow, the compile
 over its reference would agree better than the compile alone; the last two columns say whether
-it does (on the H200 it did not: docs/verdict-quality.md).
+it does (on the H200 it did not: docs/verdict-quality.md), and a line per reference says how
+closely it follows the compile and what a fitted share of it would leave (``reference_fit``).
+``--from FILE`` prints all of that again from an ``--out`` file.
 """
 
 from __future__ import annotations
@@ -241,6 +243,52 @@ def over_reference(r: dict, kind: str) -> float:
     return r["wall"] / ref if ref > 0 else 0.0
 
 
+def _median_of(r: dict, when: str, kind: str) -> float:
+    xs = r.get(when, {}).get(kind, [])
+    return statistics.median(xs) if xs else 0.0
+
+
+def reference_fit(pairs: list[tuple[dict, dict]], kind: str) -> dict[str, float] | None:
+    """How a pair's log wall difference follows its cores' ``kind`` reference: the correlation
+    of the two, the share of the reference's log fitted on all pairs, and the pair spread left
+    after subtracting a share fitted without each pair in turn (with so few pairs, the in-sample
+    fit would flatter itself). ``steady``: how a reference taken before a compile correlates
+    with one taken after it (whether the cores' speed outlasts a compile). None with fewer than
+    four pairs holding the reference."""
+    held = [(a, b) for a, b in pairs if min(_median_of(r, w, kind) for r in (a, b)
+                                            for w in ("ref_before", "ref_after")) > 0]
+    if len(held) < 4:
+        return None
+    x = [math.log(b["wall"] / a["wall"]) for a, b in held]
+    y = [math.log(reference(b, kind) / reference(a, kind)) for a, b in held]
+
+    def share(xs: list[float], ys: list[float]) -> float:
+        var = statistics.variance(ys)
+        return statistics.covariance(xs, ys) / var if var > 0 else 0.0
+
+    left = [x[i] - share(x[:i] + x[i + 1:], y[:i] + y[i + 1:]) * y[i] for i in range(len(x))]
+    before, after = ([math.log(_median_of(b, w, kind) / _median_of(a, w, kind)) for a, b in held]
+                     for w in ("ref_before", "ref_after"))
+    return {"correlation": statistics.correlation(x, y), "share": share(x, y),
+            "left": math.sqrt(sum(v * v for v in left) / len(left)) / math.sqrt(2),
+            "steady": statistics.correlation(before, after)}
+
+
+def fit_lines(rows: dict[str, dict[str, list[tuple[dict, dict]]]]) -> str:
+    """A line per condition and reference: what ``reference_fit`` found."""
+    lines = []
+    for condition in CONDITIONS:
+        pairs = [p for ps in rows.get(condition, {}).values() for p in ps]
+        for kind in REFERENCES:
+            fit = reference_fit(pairs, kind)
+            if fit is not None:
+                lines.append(f"{condition}, {kind} reference: correlation with the compile "
+                             f"{fit['correlation']:.2f}, before with after "
+                             f"{fit['steady']:.2f}; share {fit['share']:.2f} fitted, pair "
+                             f"spread left {fit['left']:.1%} (share fitted without each pair)")
+    return "\n".join(lines)
+
+
 def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.1%}"
 
@@ -291,11 +339,20 @@ def main() -> None:
     ap.add_argument("--slot-cores", type=int, choices=range(0, 65), default=SLOT_CORES,
                     metavar="N",
                     help="Cores (and compile workers) of one slot, as a pr gives a slot.")
+    ap.add_argument("--from", dest="source", type=Path, default=None, metavar="FILE",
+                    help="Print the table of an earlier run's --out file, measuring nothing.")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--cores", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         _child(args.child, args.device, [int(c) for c in args.cores.split(",") if c])
+        return
+    if args.source:
+        try:
+            rows = json.loads(args.source.read_text())
+            print(f"{table(rows)}\n{fit_lines(rows)}")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            ap.error(f"{args.source} is not a cold_noise --out file: {e}")
         return
     size = args.slot_cores
     models = args.model or ["pointwise", "ln_mlp_block"]
@@ -318,7 +375,8 @@ def main() -> None:
                                      for a, b in got], file=sys.stderr, flush=True)
         now = time.monotonic()
         longest, last = max(longest, now - last), now
-        print(f"after round {i + 1} ({now - start:.0f} s):\n{table(rows)}", flush=True)
+        print(f"after round {i + 1} ({now - start:.0f} s):\n{table(rows)}\n{fit_lines(rows)}",
+              flush=True)
         if args.out:
             args.out.write_text(json.dumps(rows, indent=1))
 

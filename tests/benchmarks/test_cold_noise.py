@@ -4,10 +4,13 @@ no round starts that the run's time limit would cut."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import subprocess
+import sys
 
-from tests.benchmark_scripts import load
+from tests.benchmark_scripts import ROOT, load
 
 cn = load("cold_noise")
 
@@ -98,3 +101,48 @@ def test_the_table_says_n_a_for_a_reference_the_compiles_did_not_take():
     assert cells[-1] == "n/a"  # no "mem" samples were taken
     assert float(cells[-2].rstrip("%")) < 2.0  # the loop reference cancels the cores' speed
     assert cn.reference({"wall": 1.0}, "loop") == 0.0
+
+
+def _unrelated_pairs(n: int = 400, seed: int = 11) -> list[tuple[dict, dict]]:
+    """Compiles spread 10% by a noise of their own, each with a reference as noisy that has
+    nothing to do with it."""
+    rng = random.Random(seed)
+
+    def one() -> dict:
+        refs = [0.02 * math.exp(rng.gauss(0, 0.3)) for _ in range(16)]
+        return {"wall": 3.0 * math.exp(rng.gauss(0, 0.10)), "cpu": 6.0, "phases": {},
+                "ref_before": {"loop": refs[:8]}, "ref_after": {"loop": refs[8:]}}
+    return [(one(), one()) for _ in range(n)]
+
+
+def test_the_fitted_share_takes_what_the_reference_explains_and_nothing_it_does_not():
+    steady = cn.reference_fit(_speed_pairs(core_sd=0.10, ref_sd=0.01, n=400), "loop")
+    assert steady is not None
+    assert steady["correlation"] > 0.95 and abs(steady["share"] - 1.0) < 0.05, steady
+    assert steady["left"] < 0.01 and steady["steady"] > 0.95, steady
+    unrelated = cn.reference_fit(_unrelated_pairs(), "loop")
+    assert unrelated is not None
+    assert abs(unrelated["correlation"]) < 0.15 and abs(unrelated["share"]) < 0.1, unrelated
+    assert 0.09 < unrelated["left"] < 0.11 and abs(unrelated["steady"]) < 0.15, unrelated
+    assert cn.reference_fit(_speed_pairs(0.1, 0.01, n=3), "loop") is None  # too few pairs
+    assert cn.reference_fit(_speed_pairs(0.1, 0.01, n=40), "mem") is None  # none taken
+
+
+def _from(path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cold_noise.py"), "--from",
+                           str(path)], capture_output=True, text=True, timeout=120)
+
+
+def test_from_prints_a_saved_runs_table_and_refuses_what_is_not_one(tmp_path):
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps({"four": {"a": _speed_pairs(0.10, 0.01, n=40)}}))
+    done = _from(saved)
+    assert done.returncode == 0, done.stderr
+    assert "| four | 40 |" in done.stdout and "four, loop reference: correlation" in done.stdout
+    for bad in ("not json", json.dumps({"four": 3}), json.dumps({"four": {"a": [[{}, {}]]}})):
+        (tmp_path / "bad.json").write_text(bad)
+        done = _from(tmp_path / "bad.json")
+        assert done.returncode == 2 and "is not a cold_noise --out file" in done.stderr, done
+        assert "Traceback" not in done.stderr
+    done = _from(tmp_path / "missing.json")
+    assert done.returncode == 2 and "missing.json" in done.stderr
