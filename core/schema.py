@@ -80,6 +80,8 @@ Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 CommitSha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 RunId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{8,64}$")]
 Seconds = Annotated[float, Field(ge=0.0)]
+ModuleName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+MAX_ORIGINS = 256  # top-level modules recorded per result and per run
 Samples = Annotated[list[Annotated[float, Field(ge=0.0)]], Field(max_length=MAX_MODEL_SAMPLES)]
 
 
@@ -114,6 +116,7 @@ class Category(StrEnum):
     PACKAGE_MISSING = "package_missing"
     UNSUPPORTED = "unsupported"  # e.g. cuda asked for on a machine without a GPU
     BUILD_ERROR = "build_error"  # the suite's model factory raised
+    FOREIGN_CODE = "foreign_code"  # the repository's code came from outside the side's checkout
 
 
 STATUS_OF: dict[Category, Status] = {
@@ -130,6 +133,7 @@ STATUS_OF: dict[Category, Status] = {
     Category.PACKAGE_MISSING: Status.SKIP,
     Category.UNSUPPORTED: Status.SKIP,
     Category.BUILD_ERROR: Status.ERROR,
+    Category.FOREIGN_CODE: Status.ERROR,
 }
 
 Device = Literal["cpu", "cuda"]
@@ -366,6 +370,26 @@ class Diagnostics(_Model):
     code_diff: RelPath | None = None  # base -> head diff of the generated code (pr)
 
 
+class ModuleOrigin(_Model):
+    """Where a top-level module a side imported came from (``suites/imports.py``)."""
+
+    where: Literal["checkout", "installed"]
+    path: Text  # relative to the side's checkout, or absolute for an installed copy
+    allowed: bool = False  # the repository provides it, and --allow-installed took the copy
+
+
+Origins = Annotated[dict[ModuleName, ModuleOrigin], Field(max_length=MAX_ORIGINS)]
+
+
+class Code(_Model):
+    """Whose code a run imported: the folders put first on ``sys.path`` (relative to the
+    checkout) and where each top-level module its suites imported came from."""
+
+    paths: list[Short] = Field(default_factory=list, max_length=64)
+    allow_installed: list[ModuleName] = Field(default_factory=list, max_length=MAX_ORIGINS)
+    modules: Origins = Field(default_factory=dict)
+
+
 class ModelResult(_Model):
     model: Name
     suite: Name
@@ -394,6 +418,7 @@ class ModelResult(_Model):
     # file this model reads, so the same code runs on both sides
     compile_skipped: bool = False
     diagnostics: Diagnostics | None = None
+    modules: Origins = Field(default_factory=dict)  # what building this model imported
 
     @model_validator(mode="after")
     def _break_count_fits(self) -> ModelResult:
@@ -487,6 +512,7 @@ class RunResults(_Model):
     settings: RunSettings
     results: list[ModelResult] = Field(max_length=MAX_MODELS)
     host: HostCheck | None = None
+    code: Code | None = None  # None: a run from before the record
 
     def by_ident(self) -> dict[tuple[str, str, str], ModelResult]:
         return {r.ident: r for r in self.results}

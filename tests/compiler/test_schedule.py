@@ -837,7 +837,7 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
             time.sleep(0.2)  # base's timing could start before head's keys are in
         if spec.phase == "warm":
             seen.append((name.split("-")[0], spec.model, spec.reference_suite,
-                         spec.reference_root))
+                         spec.reference_code.root if spec.reference_code else None))
         if spec.model == "b" and head:
             return worker_output(spec, fx_key="fbchanged",
                                  components={**BASE_COMPONENTS, "gm": "gmotherxxxxxxxxx"})
