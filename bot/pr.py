@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -53,7 +53,7 @@ from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import JobRun, Side
-from compilewatch.core.errors import UsageError
+from compilewatch.core.errors import SuiteError, UsageError
 from compilewatch.core.schema import (
     Environment,
     HostCheck,
@@ -241,7 +241,7 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
             futures = {s: pool.submit(plan_side, side_sources(req.suites, trees[s]),
                                       device=req.measure.device, models=req.models,
                                       python=pythons[s], code=codes[s]) for s in SIDES}
-            plans = {s: f.result() for s, f in futures.items()}
+            plans = {s: _planned(s, f) for s, f in futures.items()}
         check_models_matched(plans.values(), req.models)
         changed = changed_files(req.repo, refs, trees)
         sides = [Side(s, plans[s].jobs, req.measure.run_options(
@@ -285,6 +285,14 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
     return comparison, runs
 
 
+def _planned(side: SideName, future: Future[SidePlan]) -> SidePlan:
+    """A side's plan; a suite that cannot be listed names the side it failed on."""
+    try:
+        return future.result()
+    except SuiteError as e:
+        raise SuiteError(f"{side}: {e}") from None
+
+
 def changed_files(repo: Path, refs: Refs, trees: dict[str, Path]) -> ChangedFiles:
     """What the PR changed, for the loop's "reads none of it" rule."""
     def on_both_sides(directory: str) -> bool:
@@ -310,6 +318,8 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
     """Write, store, print; a gating regression is raised last so CI keeps every file."""
     # A side without a model to measure (a --model the PR adds) is fine; a side whose models were
     # all skipped, or two empty sides, is not.
+    # the checkpoints (base.json, head.json) show what was measured; nothing else is written
+    check_own_code(*(runs[s] for s in SIDES))
     for s in SIDES:
         if runs[s].results or not any(runs[x].results for x in SIDES):
             check_something_measured(runs[s], req.allow_empty, label=s)
@@ -318,7 +328,6 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
         "comparison.json": render(comparison, "json"),
         "comment.md": render(comparison, "markdown", req.report_url),
         "report.html": render(comparison, "html")}, stage)
-    check_own_code(*(runs[s] for s in SIDES))  # after the files: they show what was measured
     if not req.no_db:
             store_runs(req.db_url, *(runs[s] for s in SIDES))
     if not req.measure.quiet:

@@ -111,10 +111,8 @@ def check(code: SideCode, names: Iterable[str] | None = None) -> dict[str, Modul
         if top in shipped:
             raise _refusal(code, name, where[0], f"it is installed as {code.distribution}, "
                                                   "this repository's own project")
-        deeper = _deeper(Path(code.root), top)
-        if deeper is not None:
-            raise _refusal(code, name, where[0], f"this side's checkout has {deeper}",
-                           folder=str(Path(deeper).parent.parent))
+        if _deeper(Path(code.root), top) is not None:
+            raise _refusal(code, name, where[0], "this side's checkout has it too")
     return origins(code, names)
 
 
@@ -286,10 +284,15 @@ def _walk(root: Path, depth: int) -> Iterator[Path]:
         level = nxt
 
 
-def _refusal(code: SideCode, name: str, where: str, why: str,
-             folder: str | None = None) -> ForeignCode:
+def _refusal(code: SideCode, name: str, where: str, why: str) -> ForeignCode:
     top = name.partition(".")[0]
-    fix = (f'add "{folder}" to [tool.compilewatch] pythonpath' if folder
+    deeper = _deeper(Path(code.root), top)
+    if deeper is not None and not why.startswith("this side's checkout has "):
+        why = f"{why}; this side's checkout has {deeper}"
+    elif deeper is not None:
+        why = f"this side's checkout has {deeper}"
+    folder = Path(deeper).parent.parent.as_posix() if deeper is not None else None
+    fix = (f'add "{folder}" to [tool.compilewatch] pythonpath' if folder and folder != "."
            else "uninstall the installed copy or make this side's checkout importable "
                 "([tool.compilewatch] pythonpath)")
     return ForeignCode(

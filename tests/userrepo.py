@@ -42,6 +42,7 @@ LAYOUTS = {
     "flat": ("flatgpt", "flatgpt.model"),
     "src": ("src/srcgpt", "srcgpt.model"),
     "namespace": ("src/acme/nsgpt", "acme.nsgpt.model"),
+    "lib": ("lib/libgpt", "libgpt.model"),  # found only through [tool.compilewatch] pythonpath
 }
 SUITE = '''
 import torch
@@ -54,7 +55,7 @@ SUITE_NAME = "{name}"
 
 @model("net", compile_kwargs={{"backend": "{backend}"}})
 def net():
-    torch.manual_seed(0)
+{lazy}    torch.manual_seed(0)
     parts = [{parts}]
     return torch.nn.Sequential(torch.nn.Embedding(32, 16), *parts), (torch.randint(0, 32, (2, 8)),)
 '''
@@ -65,14 +66,19 @@ def git(repo: Path, *args: str) -> str:
                           text=True).stdout.strip()
 
 
-def _suite(name: str, layouts: list[str], backend: str) -> str:
+def _suite(name: str, layouts: list[str], backend: str, lazy: bool = False) -> str:
+    """``lazy``: the factory imports the packages, so only the worker that builds the model
+    does (the listing child never sees them)."""
     mods = [LAYOUTS[lay][1] for lay in layouts]
-    return SUITE.format(imports="\n".join(f"import {m}" for m in mods), name=name,
-                        backend=backend, parts=", ".join(f"{m}.Part()" for m in mods))
+    lines = [f"import {m}" for m in mods]
+    return SUITE.format(imports="" if lazy else "\n".join(lines), name=name, backend=backend,
+                        lazy="".join(f"    {x}\n" for x in lines) if lazy else "",
+                        parts=", ".join(f"{m}.Part()" for m in mods))
 
 
 def _pyproject(name: str, layouts: list[str], suites: list[str], extra: str) -> str:
-    where = sorted({"src" if LAYOUTS[lay][0].startswith("src/") else "." for lay in layouts})
+    where = sorted({LAYOUTS[lay][0].split("/")[0] if "/" in LAYOUTS[lay][0] else "."
+                    for lay in layouts})
     listed = ", ".join(f'"{s}"' for s in suites)
     return textwrap.dedent(f'''\
         [build-system]
@@ -85,7 +91,7 @@ def _pyproject(name: str, layouts: list[str], suites: list[str], extra: str) -> 
 
         [tool.setuptools.packages.find]
         where = [{", ".join(f'"{w}"' for w in where)}]
-        include = ["flatgpt*", "srcgpt*", "acme*"]
+        include = ["flatgpt*", "srcgpt*", "acme*", "libgpt*"]
         namespaces = true
 
         [tool.compilewatch]
@@ -94,11 +100,12 @@ def _pyproject(name: str, layouts: list[str], suites: list[str], extra: str) -> 
 
 
 def model_repo(root: Path, layouts: list[str] | None = None, *, suite_at_root: bool = False,
-               backend: str = "eager", name: str = "userproj", extra: str = "") -> Path:
+               backend: str = "eager", name: str = "userproj", extra: str = "",
+               lazy: bool = False) -> Path:
     """A repository with ``layouts``' packages and one suite (``bench/models.py``, or
     ``models.py`` at the root) whose model chains a part of each, committed as ``main``, and a
     ``pr`` branch whose packages break the graph (one break a package). Left at ``pr``."""
-    layouts = layouts or list(LAYOUTS)
+    layouts = layouts or ["flat", "src", "namespace"]
     root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.email", "t@example.com")
@@ -110,7 +117,7 @@ def model_repo(root: Path, layouts: list[str] | None = None, *, suite_at_root: b
         (folder / "model.py").write_text(MODEL)
     suite = Path("models.py") if suite_at_root else Path("bench") / "models.py"
     (root / suite).parent.mkdir(exist_ok=True)
-    (root / suite).write_text(_suite("models", layouts, backend))
+    (root / suite).write_text(_suite("models", layouts, backend, lazy))
     (root / "pyproject.toml").write_text(_pyproject(name, layouts, [suite.as_posix()], extra))
     git(root, "add", "-A")
     git(root, "commit", "-qm", "a model repository")

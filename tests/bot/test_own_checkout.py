@@ -52,24 +52,62 @@ def _own(out: Path) -> None:
     assert "from different places" not in (out / "comment.md").read_text()
 
 
-# (what is installed, where the suite is): each install as CI or a developer has it
-CELLS = [("none", True), ("head_editable", False), ("base_editable", True),
-         ("head_regular", False)]
+# (what is installed, where the suite is, the packages): each install as CI or a developer
+# has it; the regular install also has a package in lib/, which [tool.compilewatch] pythonpath
+# names (then src/ is named too: it is the default only where pythonpath is not set)
+CELLS = [("none", True, ()), ("head_editable", False, ()), ("base_editable", True, ()),
+         ("head_regular", False, ("lib",))]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("install", "suite_at_root"), CELLS)
+@pytest.mark.parametrize(("install", "suite_at_root", "more"), CELLS)
 def test_a_head_only_change_to_the_package_is_found_whatever_is_installed(
-        tmp_path: Path, install: str, suite_at_root: bool) -> None:
-    repo = model_repo(tmp_path / "repo", suite_at_root=suite_at_root)
+        tmp_path: Path, install: str, suite_at_root: bool, more: tuple[str, ...]) -> None:
+    extra = 'pythonpath = ["src", "lib"]\n' if more else ""
+    repo = model_repo(tmp_path / "repo", ["flat", "src", "namespace", *more],
+                      suite_at_root=suite_at_root, extra=extra)
     python = venv(tmp_path / "venv")
     if install != "none":
         git(repo, "checkout", "-q", "main" if install == "base_editable" else "pr")
         pip_install(python, repo, editable=install.endswith("editable"))
     proc = _pr(python, repo, tmp_path / "out")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _breaks(tmp_path / "out") == HEAD_BREAKS
+    base, head = HEAD_BREAKS
+    assert _breaks(tmp_path / "out") == (base, head | {f"{p}gpt/model.py:15" for p in more})
     _own(tmp_path / "out")
+
+
+def test_a_package_outside_the_import_folders_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """lib/ without pythonpath: base's suite can only get the package from head's editable
+    install, which would be head's code. ``pr`` stops before measuring, saying what to do."""
+    repo = model_repo(tmp_path / "repo", ["lib"])
+    python = venv(tmp_path / "venv")
+    pip_install(python, repo, editable=True)
+    proc = _pr(python, repo, tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    err = proc.stderr
+    assert "Traceback" not in err
+    assert "module libgpt" in err and str(repo / "lib" / "libgpt") in err
+    assert 'add "lib" to [tool.compilewatch] pythonpath' in err
+    assert "--allow-installed libgpt" in err
+    assert not (tmp_path / "out" / "comment.md").exists()
+
+
+@pytest.mark.slow
+def test_a_package_the_model_imports_lazily_is_refused_by_its_worker(tmp_path: Path) -> None:
+    """The factory imports the package, so the listing child never does: the worker that
+    builds the model refuses it (foreign_code), and ``pr`` exits 2 saying so; its
+    checkpoints hold each side's error, and no comment is written."""
+    repo = model_repo(tmp_path / "repo", ["lib"], lazy=True)
+    python = venv(tmp_path / "venv")
+    pip_install(python, repo, editable=True)
+    proc = _pr(python, repo, tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert "models/net: module libgpt" in proc.stderr and "pythonpath" in proc.stderr
+    assert not (tmp_path / "out" / "comment.md").exists()
+    base = json.loads((tmp_path / "out" / "base.json").read_text())["results"][0]
+    assert base["category"] == "foreign_code" and "pythonpath" in base["error"]
 
 
 @pytest.mark.slow
