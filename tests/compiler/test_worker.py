@@ -200,11 +200,11 @@ def test_a_model_that_does_not_fit_beside_the_reference_is_built_alone(
     real = worker.Model
     calls: list[str | None] = []
 
-    def model(spec, suite=None):  # type: ignore[no-untyped-def]
+    def model(spec, suite=None, code=None):  # type: ignore[no-untyped-def]
         calls.append(suite)
         if suite is None and len(calls) == 2:  # head's first build, beside the reference
             raise worker.Failure(Category.OOM, "CUDA out of memory")
-        return real(spec, suite)
+        return real(spec, suite, code)
 
     monkeypatch.setattr(worker, "Model", model)
     notes: list[str] = []
@@ -216,11 +216,11 @@ def test_a_model_that_does_not_fit_beside_the_reference_is_built_alone(
 
     calls.clear()
 
-    def broken(spec, suite=None):  # type: ignore[no-untyped-def]
+    def broken(spec, suite=None, code=None):  # type: ignore[no-untyped-def]
         calls.append(suite)
         if suite is None:
             raise worker.Failure(Category.BUILD_ERROR, "head's own bug")
-        return real(spec, suite)
+        return real(spec, suite, code)
 
     monkeypatch.setattr(worker, "Model", broken)
     with pytest.raises(worker.Failure) as e:
