@@ -57,9 +57,11 @@ def _status(o: Outputs) -> tuple[Category, str | None]:
         return Category.EAGER_NONDETERMINISTIC, (
             "eager does not repeat its own output within the tolerance (max abs err between "
             "two eager calls above atol/rtol): random or nondeterministic output is not judged")
+    if acc is not None and acc.passed is False and acc.failure == "uncomparable":
+        return Category.ACCURACY_UNCOMPARABLE, f"compiled output not judged: {acc.reason}"
     if acc is not None and acc.passed is False:
-        return Category.ACCURACY, (f"compiled output differs from eager: max abs err "
-                                   f"{acc.max_abs_err} (atol {acc.atol}, rtol {acc.rtol})")
+        why = acc.reason or f"max abs err {acc.max_abs_err} (atol {acc.atol}, rtol {acc.rtol})"
+        return Category.ACCURACY, f"compiled output differs from eager: {why}"
     return Category.OK, None
 
 

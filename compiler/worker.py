@@ -30,6 +30,7 @@ from compilewatch.compiler import (
     artifacts,
     compileworkers,
     cpus,
+    outputs,
     probes,
     proctree,
     reads,
@@ -213,20 +214,9 @@ def _sync(device: str) -> None:
 
 
 def _clone(out: Any) -> Any:
-    """Copy outputs at once: CUDA-graph replays reuse their output buffers."""
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return out.detach().clone()
-    if isinstance(out, tuple) and hasattr(out, "_fields"):  # a named tuple takes fields
-        return type(out)(*(_clone(x) for x in out))
-    if isinstance(out, (tuple, list)):
-        return type(out)(_clone(x) for x in out)
-    if isinstance(out, dict):
-        return {k: _clone(v) for k, v in out.items()}
-    if hasattr(out, "to_tuple"):
-        return _clone(out.to_tuple())
-    return out
+    """Copy outputs at once: CUDA-graph replays reuse their output buffers. Every part the
+    accuracy check walks is copied, in containers of the same types (``compiler/outputs.py``)."""
+    return outputs.copy_tensors(out)
 
 
 @contextlib.contextmanager
@@ -396,7 +386,7 @@ def build(spec: WorkerSpec, notes: list[str]) -> tuple[Model, Reference | None]:
     return Model(spec), None
 
 
-def run_eager(m: Model, check: bool = True) -> tuple[Any, bool]:
+def run_eager(m: Model, check: bool = True) -> tuple[Any, bool | None]:
     """Eager on the inputs: its output, and whether it repeats within the model's tolerance
     (random output cannot be judged against the compiler). Only a process that checks
     accuracy runs it twice; the others run it once, which is all the warm-up the compile and
@@ -508,17 +498,19 @@ def _save_artifact(path: str) -> SavedArtifact:
                                               f"{type(e).__name__}: {e}", 1000))
 
 
-def check_accuracy(m: Model, compiled: Any, out: Any, eager_out: Any, det: bool) -> Accuracy:
+def check_accuracy(m: Model, compiled: Any, out: Any, eager_out: Any,
+                   det: bool | None) -> Accuracy:
     """Compiled vs eager on the example inputs, then on every sweep input: each recompiled
     graph (or each hot-loaded one, when verifying a cache artifact) must be right too."""
     atol, rtol = m.tolerance
     ok = accuracy.compare(out, eager_out, atol, rtol,
                           fp64=lambda: _fp64_reference(m.fn, m.inputs, m.device))
-    for args in m.sweep if ok.passed else []:
+    for i, args in enumerate(m.sweep if ok.passed else [], 1):
         want, got = _clone(m.call(m.fn, args)), _clone(m.call(compiled, args))
         ok = accuracy.compare(got, want, atol, rtol,
                               fp64=lambda a=args: _fp64_reference(m.fn, a, m.device))
         if not ok.passed:
+            ok.reason = f"on shape-sweep input {i}: {ok.reason}"
             break
     return Accuracy(**ok.as_dict(atol, rtol, det))
 

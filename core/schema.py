@@ -105,6 +105,8 @@ class Category(StrEnum):
 
     OK = "ok"
     ACCURACY = "accuracy"  # fail: compiled output differs from eager beyond tolerance
+    # fail: the output holds a part of a type no rule compares (never a pass unjudged)
+    ACCURACY_UNCOMPARABLE = "accuracy_uncomparable"
     EAGER_NONDETERMINISTIC = "eager_nondeterministic"  # fail is not the compiler's fault
     EAGER_ERROR = "eager_error"  # the model itself raises without torch.compile
     COMPILE_ERROR = "compile_error"  # torch.compile raised
@@ -122,6 +124,7 @@ class Category(StrEnum):
 STATUS_OF: dict[Category, Status] = {
     Category.OK: Status.PASS,
     Category.ACCURACY: Status.FAIL,
+    Category.ACCURACY_UNCOMPARABLE: Status.FAIL,
     Category.EAGER_NONDETERMINISTIC: Status.FAIL,
     Category.EAGER_ERROR: Status.ERROR,
     Category.COMPILE_ERROR: Status.ERROR,
@@ -340,6 +343,12 @@ class Accuracy(_Model):
     reference: Literal["eager", "fp64"] = "eager"
     fp64_max_abs_err: float | None = Field(None, ge=0)
     eager_deterministic: bool | None = None
+    # where in the output the failing part is (``out.logits[0]``), how it failed (numbers
+    # beyond tolerance, another structure or type, a type no rule compares) and why; absent
+    # in files written before they were recorded, and when the output passed
+    where: Short | None = None
+    failure: Literal["values", "structure", "uncomparable"] | None = None
+    reason: Text | None = None
 
 
 class Memory(_Model):
