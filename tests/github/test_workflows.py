@@ -122,12 +122,14 @@ def test_jobs_holding_a_write_token_install_only_hashed_or_trusted_code(
         assert source["with"]["persist-credentials"] is False
 
 
-def test_hashed_requirements_pin_every_package_with_a_hash() -> None:
-    text = (WORKFLOWS.parents[1] / "requirements" / "bot.txt").read_text()
-    pins = re.findall(r"^([A-Za-z0-9_.-]+)==\S+ \\$", text, re.MULTILINE)
-    assert {"pydantic", "pygithub", "numpy", "setuptools", "wheel"} <= {p.lower() for p in pins}
-    assert "torch" not in {p.lower() for p in pins}
-    for block in re.split(r"\n(?=[A-Za-z])", text.split("\n\n", 1)[-1]):
+@pytest.mark.parametrize("lock", ["bot.txt", "gpu.txt"])
+def test_hashed_requirements_pin_every_package_with_a_hash(lock: str) -> None:
+    text = (WORKFLOWS.parents[1] / "requirements" / lock).read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==\S+(?: ;[^\\\n]*)? \\$", text, re.MULTILINE)
+    assert {"pydantic", "pygithub", "cryptography", "setuptools", "wheel"} <= {
+        p.lower() for p in pins}
+    assert ("torch" in {p.lower() for p in pins}) == (lock == "gpu.txt")
+    for block in re.split(r"\n(?=[A-Za-z])", text.split("\n", 2)[-1]):
         if "==" in block:
             assert "--hash=sha256:" in block, block
 
