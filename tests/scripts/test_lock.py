@@ -60,10 +60,13 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+NEW = "compilewatch-example-dependency"  # in no lock, whatever pyproject comes to hold
+
+
 def _add_dependency(tree: Path) -> None:
-    """What making tlparse a regular dependency does."""
+    """What making a package (tlparse, say) a regular dependency does."""
     _edit(tree / "pyproject.toml", '    "cryptography>=42",\n',
-          '    "cryptography>=42",\n    "tlparse>=0.3",\n')
+          f'    "cryptography>=42",\n    "{NEW}>=0.3",\n')
 
 
 def _drop_pin(tree: Path, name: str, lock_name: str = "gpu") -> None:
@@ -80,7 +83,7 @@ def _rewrite_inputs(tree: Path) -> None:
 CASES: dict[str, tuple[Callable[[Path], None], object, str]] = {
     "a new dependency": (_add_dependency, GPU, "gpu.in differs"),
     "a new dependency, inputs rewritten, not compiled": (
-        lambda t: (_add_dependency(t), _rewrite_inputs(t)), GPU, "no pin of tlparse"),
+        lambda t: (_add_dependency(t), _rewrite_inputs(t)), GPU, f"no pin of {NEW}"),
     "a raised lower bound": (
         lambda t: _edit(t / "pyproject.toml", '"pydantic>=2.6"', '"pydantic>=2.99"'),
         BOT, "bot.in differs"),
