@@ -21,7 +21,9 @@ input nor another pin).
 from __future__ import annotations
 
 import argparse
+import errno
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -179,7 +181,7 @@ def check_lock(lock: Lock, root: Path = ROOT) -> None:
         if pin.hashes == 0:
             raise StaleLock(f"{compiled.name} pins {pin.name} without a hash; {rerun}")
         reasons = [v for v in pin.via if (v == here and pin.name in inputs)
-                   or (v != here and _name(v) in by_name)]
+                   or (not v.startswith("-") and _name(v) in by_name)]
         if not reasons:
             raise StaleLock(f"{compiled.name} pins {pin.name}, which nothing requires any more"
                             f" (via {', '.join(pin.via) or 'nothing'}); {rerun}")
@@ -211,8 +213,11 @@ def main(argv: list[str]) -> int:
     args, extra = parser.parse_known_args(argv)
     try:
         if not args.check:
+            uv = shutil.which(args.uv)
+            if uv is None:  # before anything is written
+                raise OSError(errno.ENOENT, "not found")
             write_inputs()
-            compile_locks(args.uv, extra)
+            compile_locks(uv, extra)
         for lock in LOCKS:
             check_lock(lock)
     except StaleLock as e:
@@ -220,6 +225,10 @@ def main(argv: list[str]) -> int:
         return 1
     except subprocess.CalledProcessError as e:
         print(f"lock: {e.cmd[0]} failed with exit status {e.returncode}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"lock: cannot run {args.uv}: {e.strerror}; bash scripts/lock.sh installs it",
+              file=sys.stderr)
         return 1
     print("lock: " + ", ".join(f"requirements/{lock.name}.txt" for lock in LOCKS) + " current")
     return 0

@@ -18,6 +18,13 @@ lock = load("lock", "scripts")
 BOT, GPU = lock.LOCKS
 
 
+def test_without_uv_it_says_how_to_get_it(tree: Path) -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock.py"), "--uv",
+                           str(tree / "no-uv")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "bash scripts/lock.sh installs it" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_the_committed_locks_are_current() -> None:
     for each in lock.LOCKS:
         lock.check_lock(each)
@@ -111,6 +118,9 @@ CASES: dict[str, tuple[Callable[[Path], None], object, str]] = {
             (t / "requirements" / "bot.txt").read_text()
             + "numpy==2.4.6 \\\n    --hash=sha256:" + "0" * 64 + "\n"
             "    # via -r requirements/bot.in\n"), BOT, "pins numpy, which nothing requires"),
+    "a pin left behind by another tool": (
+        lambda t: _edit(t / "requirements" / "bot.txt", "# via -r requirements/bot.in",
+                        "# via -r bot.in"), BOT, "which nothing requires any more (via -r bot.in)"),
     "a pin whose only dependent is gone": (
         lambda t: _drop_pin(t, "sympy"), GPU, "pins mpmath, which nothing requires"),
     "a pin without a hash": (
