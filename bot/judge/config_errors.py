@@ -46,7 +46,7 @@ def shown(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     text = json.dumps(value, ensure_ascii=True, default=str)
-    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
 
 
 def explain(e: ValidationError, model: type[BaseModel], prefix: str) -> str:
