@@ -152,8 +152,10 @@ def wrap_errors(db: Database) -> Iterator[None]:
     except exc.IntegrityError as e:
         raise DatabaseError(f"{where}: the database refused the write: {_first_line(e)}") from e
     except exc.SQLAlchemyError as e:
-        todo = hint(_first_line(e), sqlite=db.is_sqlite, timeout=_timeout_words(db.engine.url))
-        raise DatabaseError(f"{where}: {_first_line(e)}{f' ({todo})' if todo else ''}") from e
+        detail = _first_line(e)
+        todo = hint(detail, sqlite=db.is_sqlite, timeout=_timeout_words(db.engine.url))
+        raise DatabaseError(f"{where}: {todo} ({detail})" if todo else f"{where}: {detail}"
+                            ) from e
 
 
 def _timeout_words(url: URL) -> str:
