@@ -24,9 +24,16 @@ MAX_BYTES = 1024 * 1024
 # (a 20,000-deep ``a = [[[...]]]`` ends in RecursionError), so deeper text is refused first.
 MAX_DEPTH = 32
 
-# what can hide brackets: strings (multi-line first) and comments; and the brackets themselves
-_TOKENS = re.compile(r'"""(?:\\.|[^\\])*?"""|\'\'\'.*?\'\'\'|"(?:\\.|[^"\\\n])*"|\'[^\'\n]*\''
-                     r"|#[^\n]*|[\[\]{}]", re.DOTALL)
+# What can hide brackets: strings (multi-line first) and comments; and the brackets themselves.
+# Each string pattern is deterministic (possessive, no alternative to backtrack into) and an
+# unterminated string runs to the end of its line (multi-line: of the text), so the scan stays
+# linear: ``a = "\"\"\"...`` is not scanned again from each quote.
+_TOKENS = re.compile(
+    r'"""(?:[^"\\]|\\.|\\\Z|"(?!""))*+(?:"""|\Z)'
+    r"|'''(?:[^']|'(?!''))*+(?:'''|\Z)"
+    r'|"(?:[^"\\\n]|\\.|\\\Z)*+(?:"|$)'
+    r"|'[^'\n]*+(?:'|$)"
+    r"|#[^\n]*|[\[\]{}]", re.DOTALL | re.MULTILINE)
 
 
 def read_tool_table(path: Path, root: Path, tool: str = "compilewatch") -> dict[str, Any]:

@@ -161,3 +161,25 @@ def test_compare_exits_2_with_the_message(tmp_path: Path, name: str) -> None:
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"compilewatch: error: {repo / 'pyproject.toml'}: ")
     assert "Traceback" not in result.output and "internal error" not in result.output
+
+
+@pytest.mark.parametrize("text", [
+    'a = "' + '\\"' * 400_000,  # escaped quotes, never closed: each quote a fresh start
+    '"\\' * 400_000,
+    '"""' + '\\"""' * 200_000,
+    "'''" + "''" * 400_000,
+    "a = '" + "x" * 800_000,
+    '"\n' * 400_000,
+], ids=["escaped-quotes", "quote-backslash", "multiline-escapes", "literal-quotes",
+        "unterminated-literal", "quote-newline"])
+def test_the_nesting_scan_is_linear_on_hostile_text(tmp_path: Path, text: str) -> None:
+    """A regex scan can be quadratic on unterminated strings (the first of these took minutes
+    before the string patterns became possessive); every one here takes milliseconds."""
+    start = time.monotonic()
+    deepest(text)
+    assert time.monotonic() - start < 1.0
+    _write(tmp_path, text)
+    start = time.monotonic()
+    with pytest.raises(UsageError):  # none of them is valid TOML
+        load_project_config(tmp_path)
+    assert time.monotonic() - start < 5.0
