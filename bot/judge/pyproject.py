@@ -15,6 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from compilewatch.bot.judge.config_errors import shown
 from compilewatch.core.errors import UsageError
 
 # Real pyproject files are a few KB (large ones with long lint tables ~50 KB); tomllib takes
@@ -104,10 +105,10 @@ def _table(data: dict[str, Any], path: Path, tool: str) -> dict[str, Any]:
     """``data["tool"][tool]``, each level checked to be a table, the result checked for depth."""
     tools = data.get("tool", {})
     if not isinstance(tools, dict):
-        raise UsageError(f"{path}: tool = {_kind(tools)}: expected a table ([tool.{tool}])")
+        raise UsageError(f"{path}: tool = {shown(tools)}: expected a table ([tool.{tool}])")
     table = tools.get(tool, {})
     if not isinstance(table, dict):
-        raise UsageError(f"{path}: tool.{tool} = {_kind(table)}: expected a table "
+        raise UsageError(f"{path}: tool.{tool} = {shown(table)}: expected a table "
                          f"([tool.{tool}])")
     levels = table_depth(table)
     if levels > MAX_DEPTH:
@@ -128,15 +129,3 @@ def table_depth(value: Any) -> int:
             stack.extend((v, level + 1) for v in children)
     return deepest_seen
 
-
-def _kind(value: Any) -> str:
-    """A short description of a TOML value for a message (never the whole value)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__

@@ -24,14 +24,14 @@ DEEP = 20_000
 
 BAD_TEXT = {
     "tool_is_a_number": ("tool = 5\n", r"tool = 5: expected a table \(\[tool.compilewatch\]\)"),
-    "tool_is_a_string": ('tool = "x"\n', "tool = a string: expected a table"),
-    "tool_is_an_array": ("tool = [1, 2]\n", "tool = an array: expected a table"),
+    "tool_is_a_string": ('tool = "x"\n', 'tool = "x": expected a table'),
+    "tool_is_an_array": ("tool = [1, 2]\n", "tool = \\[1, 2\\]: expected a table"),
     "compilewatch_is_a_number": ("[tool]\ncompilewatch = 5\n",
                                  "tool.compilewatch = 5: expected a table"),
     "compilewatch_is_true": ("[tool]\ncompilewatch = true\n",
                              "tool.compilewatch = true: expected a table"),
     "compilewatch_is_an_array": ('[tool]\ncompilewatch = ["micro"]\n',
-                                 "tool.compilewatch = an array: expected a table"),
+                                 'tool.compilewatch = \\["micro"\\]: expected a table'),
     "deep_array": ("a = " + "[" * DEEP + "]" * DEEP + "\n",
                    f"nested {DEEP} levels deep \\(line 1\\); at most {MAX_DEPTH}"),
     "deep_inline_table": ("a = " + "{b = " * DEEP + "1" + "}" * DEEP + "\n",
