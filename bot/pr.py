@@ -233,12 +233,14 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
         # whose artifacts may be loaded: the base checkout says, never the PR's own files
         project = load_project_config(trees["base"])
         keys = project.cache_public_keys
+        # both sides' pyprojects are read before any child starts: a bad one stops at once
         codes = {s: side_code(trees[s], home=req.repo, allow_installed=req.measure.allow_installed)
                  for s in SIDES}
+        sources = {s: side_sources(req.suites, trees[s]) for s in SIDES}
         # each side's suites are listed by a child that imports torch (and the suites' own
         # packages): seconds each on a GPU runner, so both sides at once
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="listing") as pool:
-            futures = {s: pool.submit(plan_side, side_sources(req.suites, trees[s]),
+            futures = {s: pool.submit(plan_side, sources[s],
                                       device=req.measure.device, models=req.models,
                                       python=pythons[s], code=codes[s]) for s in SIDES}
             plans = {s: _planned(s, f) for s, f in futures.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,9 +17,16 @@ from typing import Any
 from sqlalchemy import URL, Connection, Engine, create_engine, event, exc, make_url
 
 from compilewatch.core.errors import CompilewatchError, DatabaseError
+from compilewatch.db.failures import advice, hide_password, hint, scheme_hint
 
 ENV_VAR = "COMPILEWATCH_DB"
 SQLITE_BUSY_TIMEOUT_S = 60.0
+# How long a Postgres connection may take to answer: psycopg's own default is 130 s per address
+# tried, which reads as a hang in CI. ``?connect_timeout=N`` in the URL (or libpq's
+# $PGCONNECT_TIMEOUT) wins.
+POSTGRES_CONNECT_TIMEOUT_S = 10
+# ``postgresql:/host/db`` (one slash) would otherwise be a SQLite file named "postgresql:"
+_SCHEME_TYPO = re.compile(r"^(postgres(ql)?|sqlite)(\+\w+)?:/?(?!/)", re.IGNORECASE)
 
 
 def default_sqlite_path() -> Path:
@@ -40,18 +48,22 @@ def resolve_url(url: str | None = None) -> URL:
     raw = url or os.environ.get(ENV_VAR) or ""
     if not raw:
         return URL.create("sqlite", database=str(default_sqlite_path()))
+    if _SCHEME_TYPO.match(raw):
+        raise DatabaseError(f"database URL {hide_password(raw)!r} lacks the // after its "
+                            "scheme: write sqlite:///PATH or postgresql://USER@HOST/DB")
     if "://" not in raw:
         return URL.create("sqlite", database=str(Path(raw).expanduser()))
     try:
         parsed = make_url(raw)
     except (exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
-        raise DatabaseError(f"cannot parse database URL {raw!r}; expected sqlite:///PATH or "
-                            "postgresql://USER@HOST/DB") from None
+        raise DatabaseError(f"cannot parse database URL {hide_password(raw)!r}; expected "
+                            "sqlite:///PATH or postgresql://USER@HOST/DB") from None
     if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
-        raise DatabaseError(f"unsupported database {parsed.drivername!r}; use sqlite:///PATH "
-                            "or postgresql://...")
+        raise DatabaseError(f"unsupported database {parsed.drivername!r}"
+                            f"{scheme_hint(parsed.drivername, ('postgresql', 'sqlite'))}; use "
+                            "sqlite:///PATH or postgresql://...")
     return parsed
 
 
@@ -131,16 +143,28 @@ def wrap_errors(db: Database) -> Iterator[None]:
     except db.engine.dialect.loaded_dbapi.Error as e:
         raise DatabaseError(f"{where}: the database refused the data: {_first_line(e)}") from e
     except exc.OperationalError as e:
-        raise DatabaseError(f"{where}: {_first_line(e)} (is the server running and the URL "
-                            "right? a locked SQLite file clears when the other writer ends)"
-                            ) from e
+        detail = _first_line(e)
+        todo = advice(detail, sqlite=db.is_sqlite, timeout=_timeout_words(db.engine.url))
+        raise DatabaseError(f"{where}: {todo} ({detail})") from e
     except exc.ProgrammingError as e:
         raise DatabaseError(f"{where}: {_first_line(e)} (is the schema current? run "
                             "`compilewatch db upgrade`)") from e
     except exc.IntegrityError as e:
         raise DatabaseError(f"{where}: the database refused the write: {_first_line(e)}") from e
     except exc.SQLAlchemyError as e:
-        raise DatabaseError(f"{where}: {_first_line(e)}") from e
+        detail = _first_line(e)
+        todo = hint(detail, sqlite=db.is_sqlite, timeout=_timeout_words(db.engine.url))
+        raise DatabaseError(f"{where}: {todo} ({detail})" if todo else f"{where}: {detail}"
+                            ) from e
+
+
+def _timeout_words(url: URL) -> str:
+    """The timeout in force for ``url`` (SQLite's busy timeout, Postgres' connect timeout),
+    for a message."""
+    if url.get_backend_name() == "sqlite":
+        return f"{SQLITE_BUSY_TIMEOUT_S:g} s"
+    value = url.query.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT")
+    return f"{value if value else POSTGRES_CONNECT_TIMEOUT_S} s"
 
 
 def _first_line(e: Exception) -> str:
@@ -175,8 +199,10 @@ def create(url: URL, *, make_dirs: bool = False) -> Database:
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
         _sqlite_pragmas(engine)
     else:
+        own = "connect_timeout" in url.query or os.environ.get("PGCONNECT_TIMEOUT")
+        args = {} if own else {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S}
         try:
-            engine = create_engine(url, pool_pre_ping=True)
+            engine = create_engine(url, pool_pre_ping=True, connect_args=args)
         except ImportError:
             raise DatabaseError("Postgres needs psycopg 3: pip install 'compilewatch[postgres]'"
                                 ) from None

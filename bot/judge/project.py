@@ -5,7 +5,6 @@ Unknown keys are warned about, not ignored silently: a typo in a threshold must 
 
 from __future__ import annotations
 
-import tomllib
 import warnings
 from pathlib import Path
 
@@ -13,12 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from compilewatch.bot.judge.baseline import load_baseline
 from compilewatch.bot.judge.comparison import Comparison
+from compilewatch.bot.judge.config_errors import did_you_mean, explain
+from compilewatch.bot.judge.pyproject import project_name, read_pyproject, tool_table
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import (
     ModelOverride,
     ThresholdPolicy,
     Thresholds,
-    describe_error,
 )
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.compiler import signing
@@ -50,8 +50,7 @@ class ProjectConfig(BaseModel):
         try:
             return ThresholdPolicy(default=self.thresholds, models=self.models)
         except ValidationError as e:
-            msg = e.errors()[0]["msg"].removeprefix("Value error, ")
-            raise UsageError(f"tool.compilewatch.{msg}") from None
+            raise UsageError(explain(e, ThresholdPolicy, "tool.compilewatch")) from None
 
     @property
     def baseline_path(self) -> Path:
@@ -85,31 +84,25 @@ class ProjectConfig(BaseModel):
         return keys
 
 
-KNOWN_KEYS = {"suites", "thresholds", "models", "baseline", "cache_public_keys", "pythonpath"}
+KNOWN_KEYS = set(ProjectConfig.model_fields) - {"root", "distribution"}
 
 
 def load_project_config(repo: str | Path = ".") -> ProjectConfig:
-    """Read ``repo/pyproject.toml``; a missing file or table gives the defaults."""
+    """Read ``repo/pyproject.toml``; a missing file or table gives the defaults. Every error
+    names the file and the key, and says what was expected (``config_errors``)."""
     root = Path(repo)
     path = root / "pyproject.toml"
-    if not path.is_file():
-        return ProjectConfig(root=root)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise UsageError(f"{path}: cannot parse: {e}") from None
-    table = data.get("tool", {}).get("compilewatch", {})
-    if not isinstance(table, dict):
-        raise UsageError(f"{path}: [tool.compilewatch] must be a table")
+    data = read_pyproject(path, root)
+    table = tool_table(data, path, "compilewatch") if data else {}
     for key in sorted(set(table) - KNOWN_KEYS):
-        warnings.warn(f"{path}: unknown key tool.compilewatch.{key} ignored", stacklevel=2)
-    project = data.get("project", {})
-    name = project.get("name") if isinstance(project, dict) else None
+        warnings.warn(f"{path}: unknown key tool.compilewatch.{key} ignored"
+                      f"{did_you_mean(key, KNOWN_KEYS)}", stacklevel=2)
+    known = {k: v for k, v in table.items() if k in KNOWN_KEYS}
     try:
-        config = ProjectConfig(**{k: v for k, v in table.items() if k in KNOWN_KEYS},
-                               root=root, distribution=name if isinstance(name, str) else None)
+        config = ProjectConfig.model_validate({**known, "root": root,
+                                               "distribution": project_name(data)})
     except ValidationError as e:
-        raise UsageError(f"{path}: tool.compilewatch.{describe_error(e)}") from None
+        raise UsageError(f"{path}: {explain(e, ProjectConfig, 'tool.compilewatch')}") from None
     try:
         config.threshold_policy()
     except UsageError as e:

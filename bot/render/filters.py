@@ -205,6 +205,13 @@ def detailed(c: Comparison) -> list[ModelRow]:
     return [r for r in c.rows if reasons(r) or r.notes]
 
 
+def longest_list(c: Comparison) -> int:
+    """The longest of the per-model lists the comment's details show (new breaks, recompiles,
+    changed keys)."""
+    return max((max([len(x.items) for x in reasons(r)] + [len(r.cache_changes)])
+                for r in detailed(c)), default=0)
+
+
 def row_count(c: Comparison) -> int:
     return max(len(c.rows), len(c.added), len(c.removed), len(c.newly_failing),
                len(c.newly_fixed), 1)

@@ -29,6 +29,12 @@ from compilewatch.core.schema import RunResults, Status
 MARKER = "<!-- compilewatch:pr-comment -->"
 COMMENT_LIMIT = 65_536  # GitHub's limit on an issue comment, in characters
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit on one step's job summary
+# Entries of one model's list (its new breaks, recompiles, changed keys) the comment shows,
+# then "and K more": one model with 1,024 new breaks must not crowd out every other model
+# (the cut for the size limit shortens the lists of models, and this keeps it from emptying
+# them). The report has every entry.
+ITEMS_PER_MODEL = 20
+FEW_ITEMS = 3  # when models would be cut to fit with ITEMS_PER_MODEL
 _URL = re.compile(r"^https?://[^\s<>\"'`\\]+$")
 
 TrendUrl = Callable[[str], str] | str | None
@@ -95,32 +101,36 @@ def _trend_link(trend_url: TrendUrl) -> Callable[..., Markup | None]:
 
 
 def _render_md(comparison: Comparison, limit: int | None, report_url: str | None,
-               trend_url: TrendUrl) -> str:
+               trend_url: TrendUrl, per_model: int = ITEMS_PER_MODEL) -> str:
     report = Markup(f"[full report](<{report_url}>)") if report_url else None
     return _env("md").get_template("pr_comment.md.j2").render(
         c=comparison, marker=Markup(MARKER), limit=limit, report_link=report,
-        trend=_trend_link(trend_url), comment_limit=COMMENT_LIMIT,
+        trend=_trend_link(trend_url), comment_limit=COMMENT_LIMIT, per_model=per_model,
     )
 
 
 def render_markdown(comparison: Comparison, *, report_url: str | None = None,
                     trend_url: TrendUrl = None, max_chars: int = COMMENT_LIMIT) -> str:
-    """The PR comment. Over ``max_chars`` the per-model lists are cut (the longest prefix that
-    fits, found by bisection) and a note points to the full report."""
+    """The PR comment. Each model's lists show ``ITEMS_PER_MODEL`` entries; over ``max_chars``
+    the lists of models are cut (the longest prefix that fits, found by bisection) and a note
+    points to the full report. Where models are cut and some model's own lists are long,
+    those are shortened to ``FEW_ITEMS`` too if that shows more models, so that a model with
+    huge lists never empties the comment of the others."""
     if report_url is not None:
         check_url(report_url, "report URL")
     full = _render_md(comparison, None, report_url, trend_url)
     if length(full) <= max_chars:
         return full
-    rows = filters.row_count(comparison)
-    lo, hi, best = _bracket(comparison, rows, length(full), max_chars, report_url, trend_url)
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        text = _render_md(comparison, mid, report_url, trend_url)
-        if length(text) <= max_chars:
-            best, lo = text, mid + 1
-        else:
-            hi = mid - 1
+    best, shown = _longest_prefix(comparison, full, max_chars, report_url, trend_url,
+                                  ITEMS_PER_MODEL)
+    if shown < filters.row_count(comparison) and filters.longest_list(comparison) > FEW_ITEMS:
+        few = _render_md(comparison, None, report_url, trend_url, FEW_ITEMS)
+        if length(few) <= max_chars:
+            return few
+        fewer, more = _longest_prefix(comparison, few, max_chars, report_url, trend_url,
+                                      FEW_ITEMS)
+        if more > shown or best is None:
+            best, shown = fewer, more
     if best is None:  # even the headline alone is too long: cut it, keep the marker
         note = "\n\n_(truncated: the full report has everything)_\n"
         # cut in UTF-16 units, as GitHub (and ``length``) count: emoji take two
@@ -130,17 +140,36 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None,
     return best
 
 
+def _longest_prefix(comparison: Comparison, full: str, max_chars: int, report_url: str | None,
+                    trend_url: TrendUrl, per_model: int) -> tuple[str | None, int]:
+    """The comment with the most entries per list that fits, and that number (-1: none)."""
+    rows = filters.row_count(comparison)
+    lo, hi, best = _bracket(comparison, rows, length(full), max_chars, report_url, trend_url,
+                            per_model)
+    shown = lo - 1 if best is not None else -1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        text = _render_md(comparison, mid, report_url, trend_url, per_model)
+        if length(text) <= max_chars:
+            best, shown, lo = text, mid, mid + 1
+        else:
+            hi = mid - 1
+    return best, shown
+
+
 def _bracket(comparison: Comparison, rows: int, full: int, max_chars: int,
-             report_url: str | None, trend_url: TrendUrl) -> tuple[int, int, str | None]:
+             report_url: str | None, trend_url: TrendUrl,
+             per_model: int) -> tuple[int, int, str | None]:
     """Where the longest fitting prefix lies: rows cost about the same each, so the answer is
     near ``rows * room / full``; two renders check a bracket of +-15% around that guess, and
-    the bisection runs inside it (four or five renders instead of ten for 500 models)."""
+    the bisection runs inside it (four or five renders instead of ten for 500 models).
+    Returns (lo, hi, the render at lo - 1 when it fits)."""
     guess = int(rows * max_chars / full)
     lo, hi = int(guess * 0.85), min(rows, int(guess * 1.15) + 1)
-    low = _render_md(comparison, lo, report_url, trend_url)
+    low = _render_md(comparison, lo, report_url, trend_url, per_model)
     if length(low) > max_chars:
         return 0, lo - 1, None
-    if length(_render_md(comparison, hi, report_url, trend_url)) <= max_chars:
+    if length(_render_md(comparison, hi, report_url, trend_url, per_model)) <= max_chars:
         return hi, rows, None
     return lo + 1, hi - 1, low
 

@@ -278,6 +278,34 @@ def test_bad_ref_and_not_a_repo_exit_2_with_a_clear_message(repo: Path, tmp_path
     assert len(worktree_list(repo)) == 1
 
 
+@pytest.mark.parametrize("side", ["base", "head"])
+@pytest.mark.parametrize(("text", "message"), [
+    ("tool = 5\n", "tool = 5: expected a table"),
+    ("[tool]\ncompilewatch = 5\n", "tool.compilewatch = 5: expected a table"),
+    ("a = " + "[" * 20_000 + "]" * 20_000 + "\n", "nested 20000 levels deep"),
+    ('[tool.compilewatch]\nsuites = "models.py"\n',
+     'tool.compilewatch.suites = "models.py": expected a list of strings'),
+])
+def test_a_bad_pyproject_on_either_side_is_a_usage_error_naming_it(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, side: str, text: str,
+        message: str) -> None:
+    """A PR head (or its base) whose pyproject is not what compilewatch reads stops ``pr``
+    with the file and the reason (exit 2), before anything is measured."""
+    import compilewatch.bot.pr as pr
+
+    monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)  # seconds, and beside the point
+    good = {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}
+    bad = {**good, "pyproject.toml": text}
+    commit(repo, bad if side == "base" else good, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, bad if side == "head" else {**good, "models.py": suite_file("a", "b")}, "B")
+    rec = Recorder()
+    with pytest.raises(UsageError) as e:
+        fake_pr(repo, tmp_path / "out", rec, base="main", head="feature")
+    assert message in str(e.value) and "pyproject.toml: " in str(e.value)
+    assert rec.calls == [] and len(worktree_list(repo)) == 1
+
+
 def test_same_commit_needs_two_interpreters(repo: Path, tmp_path: Path) -> None:
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
     with pytest.raises(UsageError, match="same commit"):

@@ -86,3 +86,48 @@ def test_the_message_names_the_file_and_the_key(tmp_path):  # type: ignore[no-un
     assert "tool.compilewatch.thresholds.compiled_time = 5" in msg
     assert "a relative threshold is a fraction: write 0.05 for 5%" in msg
     assert "Input should be a valid dictionary" not in msg
+
+
+def _many_overrides(tmp_path, n: int) -> str:  # type: ignore[no-untyped-def]
+    """n exact per-model overrides and two globs, as a generated config of a big suite has."""
+    lines = [f"m{i} = {{ compiled_time = 0.{1 + i % 9} }}" for i in range(n)]
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.compilewatch.models]\n" + "\n".join(lines)
+        + '\n"m1*" = { recompiles = 2 }\n"hf_*" = { graph_breaks = 1 }\n')
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("n", [1000, 2000])
+def test_merging_overrides_matches_only_globs_one_by_one(tmp_path, monkeypatch, n):  # type: ignore[no-untyped-def]
+    """Loading n overrides and judging n models costs O(n) glob matches: the glob keys against
+    each model, never every key against every model (8,000 overrides took 31 s that way)."""
+    import fnmatch
+
+    import compilewatch.bot.judge.thresholds as thresholds
+
+    calls = 0
+    real = fnmatch.fnmatchcase
+
+    def counting(name: str, pattern: str) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(name, pattern)
+
+    monkeypatch.setattr(thresholds.fnmatch, "fnmatchcase", counting)
+    policy = load_project_config(_many_overrides(tmp_path, n)).threshold_policy()
+    judged = [policy.for_model(f"m{i}") for i in range(n)]
+    assert calls <= 2 * n + 10  # two globs per model judged
+    assert judged[5].compiled_time.regression == pytest.approx(0.6)
+    assert judged[12].recompiles.regression == 2 and judged[12].compiled_time.regression == \
+        pytest.approx(0.4)  # "m1*" first, then the exact name
+    assert judged[2].recompiles.regression == 0
+
+
+def test_twenty_thousand_overrides_load_and_judge_in_seconds(tmp_path):  # type: ignore[no-untyped-def]
+    import time
+
+    start = time.monotonic()
+    policy = load_project_config(_many_overrides(tmp_path, 20_000)).threshold_policy()
+    for i in range(0, 20_000, 10):
+        policy.for_model(f"m{i}")
+    assert time.monotonic() - start < 15.0  # ~2.5 s measured on 2 busy cores; n^2: minutes

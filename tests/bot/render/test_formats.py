@@ -146,6 +146,53 @@ def test_500_model_suite_is_truncated_under_the_limit_with_a_pointer_to_the_repo
     check_golden("truncated_500.md", md)
 
 
+def _one_huge_model(breaks: int = 1024, recompiles: int = 0) -> Comparison:
+    """gpt2 with ``breaks`` new graph breaks (and as many graphs), beside two ordinary models."""
+    reasons = [f"Tensor.item() at model.py:{i} " + "z" * 300 for i in range(breaks)]
+    guards = [f"L['x'].size()[0] == {i} " + "g" * 300 for i in range(recompiles)]
+    graphs = [{**BASE_COMPONENTS, "gm": f"gm{i}"} for i in range(min(breaks + 1, 1024))]
+    base = [_steady("bert", 1), _steady("gpt2", 1), _steady("t5", 1)]
+    head = [_steady("bert", 2, graph_breaks=["print"]),
+            _steady("gpt2", 2, graph_breaks=reasons, recompiles=guards, graphs=graphs),
+            _steady("t5", 2, recompiles=["L['x'].size()[0] == 8"])]
+    return _runs(base, head)
+
+
+def _details(md: str, model: str) -> str:
+    start = md.index(f"#### {model} ")
+    return md[start:md.index("\n#### ", start + 1) if "\n#### " in md[start + 1:] else None]
+
+
+@pytest.mark.parametrize("breaks", [25, 1024])
+def test_a_model_with_many_new_breaks_shortens_its_own_lists_not_the_others(breaks):
+    c = _one_huge_model(breaks)
+    md = render_markdown(c)
+    assert length(md) <= COMMENT_LIMIT
+    assert "Truncated to fit" not in md
+    assert md.count("more, in the full report._") == 2  # gpt2's breaks and its changed keys
+    for model in ("bert", "gpt2", "t5"):  # every model keeps its row and its details
+        assert f"| **{model}** <sub>" in md and f"#### {model} <sub>" in md
+    gpt2 = _details(md, "gpt2")
+    assert gpt2.count("<code>Tensor\\.item\\(\\) at model\\.py") == 20
+    assert "model\\.py\\:⁠19 " in gpt2 and "model\\.py\\:⁠20 " not in gpt2
+    assert f"  - _… and {breaks - 20} more, in the full report._" in gpt2
+    assert "<code>print</code>" in _details(md, "bert")
+    assert "size\\(\\)\\[0\\] \\=\\= 8" in _details(md, "t5")
+
+
+def test_where_models_would_be_cut_long_lists_get_shorter_still():
+    """1,024 breaks and 1,024 recompiles of 300 characters each, in a 12,000-character space:
+    every model still shows, gpt2 with its first three entries of each list."""
+    c = _one_huge_model(1024, recompiles=1024)
+    md = render_markdown(c, max_chars=12_000)
+    assert length(md) <= 12_000
+    for model in ("bert", "gpt2", "t5"):
+        assert f"| **{model}** <sub>" in md and f"#### {model} <sub>" in md
+    gpt2 = _details(md, "gpt2")
+    assert gpt2.count("<code>Tensor\\.item\\(\\) at model\\.py") == 3
+    assert "  - _… and 1021 more, in the full report._" in gpt2
+
+
 def test_bad_report_url_is_refused():
     with pytest.raises(UsageError, match="report URL"):
         render_markdown(SCENARIOS["regression"](), report_url="javascript:alert(1)")
