@@ -26,8 +26,44 @@ F = TypeVar("F", bound=Callable[..., Any])
 DB_HELP = "Database URL (sqlite:///path or postgresql+psycopg://...). Env: COMPILEWATCH_DB."
 
 
+LOG_WIDTH = 160  # columns of a table printed into a log or a pipe (no terminal, no $COLUMNS)
+NO_COLOR = "compilewatch.no_color"  # ctx.meta key, set by --no-color on the group or a command
+
+
 def _stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def _no_color(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[NO_COLOR] = True
+
+
+color_option = click.option(
+    "--no-color", is_flag=True, expose_value=False, callback=_no_color,
+    help="No colour in what is printed (the NO_COLOR environment variable does the same).")
+json_option = click.option(
+    "--json", "as_json", is_flag=True,
+    help="Print one JSON object instead of the table (its shape is documented in docs/cli.md "
+         "and kept stable).")
+
+
+def _console(*, stderr: bool = False) -> Any:
+    """Where tables go: rich's own detection of the terminal's width and colours (with
+    ``COLUMNS``, ``NO_COLOR``, ``FORCE_COLOR``), colour off with ``--no-color``. Off a terminal
+    (CI logs, pipes) a table is ``LOG_WIDTH`` wide unless ``COLUMNS`` says otherwise: rich's 80
+    would fold a log's every row."""
+    import os
+
+    from rich.console import Console
+
+    ctx = click.get_current_context(silent=True)
+    no_color = bool(ctx is not None and ctx.meta.get(NO_COLOR))
+    console = Console(stderr=stderr, no_color=True if no_color else None,
+                      highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console.width = LOG_WIDTH
+    return console
 
 
 def handle_errors(fn: F) -> F:
@@ -157,6 +193,7 @@ warm_cache_options = _stacked(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="compilewatch")
+@color_option
 def main() -> None:
     """compilewatch: measure torch.compile on model suites, compare, and report.
 
@@ -364,18 +401,30 @@ def report_cmd(results: str, out: Path, db_url: str | None) -> None:
 
 
 @main.command("suites")
-@click.option("--suite", "suites", multiple=True, help="Only these suites (names, files, modules).")
+@click.option("--suite", "suites", multiple=True,
+              help="Only these suites (names, files, modules). Default: the repository's "
+                   "[tool.compilewatch] suites, then every built-in.")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Checkout whose [tool.compilewatch] suites are listed.")
+@json_option
+@color_option
 @handle_errors
-def suites_cmd(suites: tuple[str, ...]) -> None:
-    """List the suites and the models in each.
+def suites_cmd(suites: tuple[str, ...], repo: Path, as_json: bool) -> None:
+    """List the suites and the models in each (the names --suite and --model take).
 
     \b
     Example:
       compilewatch suites --suite micro
+      compilewatch suites --json | jq -r '.suites[].models[].name'
     """
-    from compilewatch.bot.run import suites_command
+    from compilewatch.bot.render.listings import suites_json, suites_text
+    from compilewatch.bot.suites import suites_command
 
-    suites_command(suites=list(suites))
+    entries = suites_command(suites=list(suites), repo=repo)
+    if as_json:
+        click.echo(suites_json(entries), nl=False)
+    else:
+        _console().print(suites_text(entries))
 
 
 @main.group("db")
@@ -463,6 +512,7 @@ def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
 @click.option("--repo", default=None,
               help="Only runs of this repository: OWNER/NAME as recorded (its origin remote), "
                    "or a checkout directory, e.g. '.'.")
+@json_option
 @handle_errors
 def runs_cmd(**kwargs: Any) -> None:
     """List the stored runs, newest first, with the ids that compare and report take.
@@ -472,13 +522,19 @@ def runs_cmd(**kwargs: Any) -> None:
     \b
     Example:
       compilewatch runs --trigger local --limit 5
+      compilewatch runs --json | jq -r '.runs[0].run_id'
       compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format html --out compare.html
     """
+    from compilewatch.bot.render.listings import runs_json
     from compilewatch.bot.render.runs_table import render_runs
     from compilewatch.bot.runs import runs_command
 
+    as_json = kwargs.pop("as_json")
     listing = runs_command(**kwargs)
-    if listing.runs:
+    if as_json:
+        click.echo(runs_json(listing.runs, stored=listing.stored, database=listing.db_url),
+                   nl=False)
+    elif listing.runs:
         click.echo(render_runs(listing.runs))
     else:
         click.echo(f"no stored run matches in {listing.db_url} ({listing.stored} runs stored)")
@@ -741,8 +797,9 @@ def post_cmd(use_check: bool, **kwargs: Any) -> None:
               help="OWNER/NAME to check the token can reach (what post and releases use).")
 @click.option("--github-url", envvar="GITHUB_API_URL", default=None,
               help="API base URL (GitHub Enterprise: https://HOST/api/v3). Env: GITHUB_API_URL.")
+@json_option
 @handle_errors
-def doctor_cmd(**kwargs: Any) -> None:
+def doctor_cmd(as_json: bool, **kwargs: Any) -> None:
     """Show what will and will not work on this machine: torch, Triton, CUDA and the GPU, the
     C++ compiler, cache dirs, the database and its schema, a GitHub token's scopes.
 
@@ -753,14 +810,16 @@ def doctor_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch doctor
       GITHUB_TOKEN=... compilewatch doctor --repo acme/models
+      compilewatch doctor --json | jq '.checks[] | select(.status == "fail")'
     """
     from compilewatch.bot.doctor import doctor, render_report
+    from compilewatch.bot.render.listings import doctor_json
 
     report = doctor(**kwargs)
-    click.echo(render_report(report))
+    click.echo(doctor_json(report) if as_json else render_report(report), nl=not as_json)
     if not report.can_run:
         raise EnvironmentProblem("this machine cannot run `compilewatch run`: fix the fail "
-                                 "lines above")
+                                 "lines " + ("of the JSON" if as_json else "above"))
 
 
 def entry() -> None:
