@@ -69,7 +69,7 @@ def _environment(python: str, probe: Probe) -> tuple[list[Check], Environment | 
     gpu = (Check("GPU", "ok", f"{env.gpu} ×{env.gpu_count} (CUDA {env.cuda or '?'}, driver "
                               f"{env.driver or '?'}): --device cuda works")
            if env.gpu_count else
-           Check("GPU", "warn", "none visible: --device cuda skips every model (and exits 2); "
+           Check("GPU", "warn", "none visible: --device cuda is refused (exit 2); "
                                 "CPU runs work"))
     triton = env.triton or "not installed (needed for GPU compiles only)"
     return [Check("torch", "ok", f"{env.torch}" + (f" (git {env.torch_git[:10]})"

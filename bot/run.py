@@ -21,7 +21,7 @@ from compilewatch.bot.measuring import (
     now,
     suite_sources,
 )
-from compilewatch.bot.outcome import check_something_measured
+from compilewatch.bot.outcome import check_device_available, check_something_measured
 from compilewatch.bot.render.run_table import log_console, summary_table
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
@@ -60,6 +60,7 @@ def run_command(req: RunRequest) -> RunResults:
                      modes=req.modes, dtypes=req.dtypes, dynamics=req.dynamics)
     started, run_id = now(), uuid.uuid4().hex
     env = collect_environment(req.python)
+    check_device_available(env, req.measure.device, req.allow_empty, req.python)
     host = host_check(req.measure.device, req.python)
     console = log_console()
     results_of = functools.partial(build_results, env=env, git=gitutil.head_info(req.repo),
@@ -77,7 +78,8 @@ def run_command(req: RunRequest) -> RunResults:
                 results_of([j.result for j in done["run"]], finished=False), req.out))
     results = results_of([j.result for j in measured["run"]])
     save_results(results, req.out)
-    check_something_measured(results, req.allow_empty)  # an empty run is never stored
+    # an empty run is never stored, so the message names its file, not its id
+    check_something_measured(results, req.allow_empty, written_to=req.out)
     if not req.no_db:
             store_runs(req.db_url, results)
     if not req.measure.quiet:
