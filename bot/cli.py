@@ -573,22 +573,21 @@ def compare_cmd(**kwargs: Any) -> None:
       compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format table
     """
     from compilewatch.bot.compare import compare_command
+    from compilewatch.bot.judge.verdicts import raise_on_gating, same_run_note
 
     if kwargs["fmt"] == "html" and kwargs["out"] is None and _stdout_is_terminal():
         raise UsageError("--format html writes a whole page: pass --out report.html and open "
                          "it in a browser (or pipe the output to a file)")
-    from compilewatch.core.errors import RegressionFound
-
-    def wrote() -> None:
-        if kwargs["out"] is not None:
-            click.echo(f"wrote {kwargs['out']}", err=True)
-
-    try:
-        compare_command(**kwargs)
-    except RegressionFound:
-        wrote()  # the output is written before a gating regression exits 1
-        raise
-    wrote()
+    fail_on_regression = kwargs.pop("fail_on_regression")
+    comparison, text = compare_command(**kwargs)
+    if comparison.same_run:
+        click.echo(f"compilewatch: warning: {same_run_note(comparison.base.run_id)}", err=True)
+    if kwargs["out"] is not None:
+        click.echo(f"wrote {kwargs['out']}", err=True)
+    else:
+        click.echo(text, nl=False)
+    if fail_on_regression:  # after the output: CI keeps the report
+        raise_on_gating(comparison)
 
 
 @main.group("baseline")

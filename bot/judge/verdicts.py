@@ -513,6 +513,13 @@ def _cache_summary(rows: list[ModelRow]) -> CacheSummary:
                         components=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
+def same_run_note(run_id: str) -> str:
+    """What a comparison of a run with itself says, first: nothing in it is a finding."""
+    return (f"base and head are the same run ({run_id[:12]}): every difference is zero by "
+            "construction and says nothing about a change; compare two different runs "
+            "(compilewatch runs lists them)")
+
+
 def compare(base: RunResults, head: RunResults, *,
             thresholds: Thresholds | ThresholdPolicy | None = None,
             baseline: Baseline | None = None, noise: NoiseBands | None = None) -> Comparison:
@@ -535,6 +542,8 @@ def compare(base: RunResults, head: RunResults, *,
     fixed = [hh[i] for i in common if outcome(bb[i]) in FAILED and outcome(hh[i]) == "pass"]
     verdicts = Counter(r.verdict for r in rows)
     notes = [host.note] if host.note else []
+    if base.run_id == head.run_id:
+        notes.insert(0, same_run_note(base.run_id))
     if not same_env:
         notes.append(f"base and head ran in different environments (torch "
                      f"{base.environment.torch} vs {head.environment.torch}); "

@@ -56,6 +56,8 @@ def render_table(c: Comparison, width: int = 160) -> str:
     """The table as plain text (no colour), for files and tests."""
     console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
     console.print(build_table(c))
+    for note in c.notes:
+        console.print(Text(plain(f"note: {note}")))
     for title, items in (("newly failing", c.newly_failing), ("newly fixed", c.newly_fixed),
                          ("added", c.added), ("removed", c.removed)):
         if items:
