@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from compilewatch.bot.judge.comparison import Comparison
+from compilewatch.bot.judge.host import run_note
 from compilewatch.bot.render import filters, sitemap
 from compilewatch.bot.render.comparison_table import render_table
 from compilewatch.bot.render.escape import headline, md_code, md_escape, shorten
@@ -167,7 +168,8 @@ def render_run_html(results: RunResults) -> str:
         "breaks": sum(m.break_count for m in results.results),
         "recompiles": sum(len(m.recompiles) for m in results.results),
     }
-    return _env("html").get_template("run.html.j2").render(r=results, s=summary)
+    return _env("html").get_template("run.html.j2").render(r=results, s=summary,
+                                                           host_note=run_note(results.host))
 
 
 def render_json(comparison: Comparison) -> str:
