@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import signal
 import sys
 import traceback
@@ -53,8 +54,6 @@ def _console(*, stderr: bool = False) -> Any:
     ``COLUMNS``, ``NO_COLOR``, ``FORCE_COLOR``), colour off with ``--no-color``. Off a terminal
     (CI logs, pipes) a table is ``LOG_WIDTH`` wide unless ``COLUMNS`` says otherwise: rich's 80
     would fold a log's every row."""
-    import os
-
     from rich.console import Console
 
     ctx = click.get_current_context(silent=True)
@@ -239,6 +238,7 @@ def main() -> None:
               help="Exit 0 even when nothing was measured (every model skipped, e.g. "
                    "--device cuda without a GPU).")
 @warm_cache_options
+@color_option
 @handle_errors
 def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     """Measure suites through Dynamo -> AOTAutograd -> Inductor and write a results file.
@@ -253,13 +253,18 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     Example:
       compilewatch run --suite micro --device cpu --out results.json
     """
+    from compilewatch.bot.render.run_table import summary_table
     from compilewatch.bot.run import RunRequest, run_command
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
-    run_command(RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
-                           allow_empty=allow_empty, **kwargs))
+    console = _console(stderr=True)
+    results = run_command(RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
+                                     allow_empty=allow_empty, **kwargs), console=console)
+    if not measure.quiet:
+        console.print(summary_table(results, width=console.width))
+        console.print(f"results: {kwargs['out']}", markup=False)
 
 
 @main.command("nightly")
@@ -535,7 +540,9 @@ def runs_cmd(**kwargs: Any) -> None:
         click.echo(runs_json(listing.runs, stored=listing.stored, database=listing.db_url),
                    nl=False)
     elif listing.runs:
-        click.echo(render_runs(listing.runs))
+        console = _console()  # its width: the terminal's, or COLUMNS; None in a pipe or log
+        fits = console.is_terminal or os.environ.get("COLUMNS", "").isdigit()
+        click.echo(render_runs(listing.runs, width=console.width if fits else None))
     else:
         click.echo(f"no stored run matches in {listing.db_url} ({listing.stored} runs stored)")
 
@@ -559,6 +566,7 @@ def runs_cmd(**kwargs: Any) -> None:
                    "trend page there.")
 @click.option("--allow-empty", is_flag=True,
               help="Compare even when a side measured nothing (every model skipped).")
+@color_option
 @handle_errors
 def compare_cmd(**kwargs: Any) -> None:
     """Compare BASE and HEAD (results files or run ids) and render verdicts per model.
@@ -584,6 +592,11 @@ def compare_cmd(**kwargs: Any) -> None:
         click.echo(f"compilewatch: warning: {same_run_note(comparison.base.run_id)}", err=True)
     if kwargs["out"] is not None:
         click.echo(f"wrote {kwargs['out']}", err=True)
+    elif kwargs["fmt"] == "table":  # fitted to this terminal, in colour where it has any
+        from compilewatch.bot.render.comparison_table import build_table
+
+        console = _console()
+        console.print(build_table(comparison, console.width))
     else:
         click.echo(text, nl=False)
     if fail_on_regression:  # after the output: CI keeps the report

@@ -9,6 +9,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.console import Console
+
 from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.judge.project import load_project_config
@@ -22,7 +24,7 @@ from compilewatch.bot.measuring import (
     suite_sources,
 )
 from compilewatch.bot.outcome import check_device_available, check_something_measured
-from compilewatch.bot.render.run_table import log_console, summary_table
+from compilewatch.bot.render.run_table import log_console
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
 from compilewatch.core.schema import RunResults, save_results
@@ -51,9 +53,10 @@ class RunRequest:
     warm_cache: WarmCacheOptions = field(default_factory=WarmCacheOptions)
 
 
-def run_command(req: RunRequest) -> RunResults:
+def run_command(req: RunRequest, *, console: Console | None = None) -> RunResults:
     """Measure, write ``req.out`` (after every model, then finished) and store the run
-    (``db_url`` or the embedded SQLite default)."""
+    (``db_url`` or the embedded SQLite default). ``console``: where the progress goes (the
+    CLI's, so that its width and colour settings hold); the summary is the caller's to print."""
     req.measure.check()
     sources = suite_sources(req.suites, req.repo)
     jobs = plan_jobs(resolve_suites(sources), device=req.measure.device, models=req.models,
@@ -62,7 +65,7 @@ def run_command(req: RunRequest) -> RunResults:
     env = collect_environment(req.python)
     check_device_available(env, req.measure.device, req.allow_empty, req.python)
     host = host_check(req.measure.device, req.python)
-    console = log_console()
+    console = console or log_console()
     results_of = functools.partial(build_results, env=env, git=gitutil.head_info(req.repo),
                                    sources=sources, options=req.measure, started=started,
                                    run_id=run_id, host=host)
@@ -82,7 +85,4 @@ def run_command(req: RunRequest) -> RunResults:
     check_something_measured(results, req.allow_empty, written_to=req.out)
     if not req.no_db:
             store_runs(req.db_url, results)
-    if not req.measure.quiet:
-        console.print(summary_table(results))
-        console.print(f"results: {req.out}")
     return results
