@@ -364,6 +364,7 @@ class Diagnostics(_Model):
     tlparse: RelPath | None = None  # tlparse's report of that log (a folder with index.html)
     recompiles: RelPath | None = None  # graph breaks and recompile reasons, text (pr)
     code_diff: RelPath | None = None  # base -> head diff of the generated code (pr)
+    tlparse_missing: Text | None = None  # why tlparse made no report of a flagged model (pr)
 
 
 class ModelResult(_Model):

@@ -409,6 +409,7 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                          Verdict.UNCHANGED else None, _warm_start_note(b, h)] if n]
     if both and memory is None and h.memory.unknown_reason:
         notes.append(f"peak memory: {h.memory.unknown_reason}")
+    notes += _tlparse_missing(b, h)
     return ModelRow(
         suite=b.suite, model=b.model, config=b.config.slug, base_status=b.status.value,
         head_status=h.status.value, head_category=h.category.value, head_error=h.error,
@@ -453,6 +454,15 @@ def _diagnostics(b: ModelResult, h: ModelResult) -> dict[str, str]:
     if d is not None and d.recompiles:
         out["graph breaks and recompiles"] = d.recompiles
     return out
+
+
+def _tlparse_missing(b: ModelResult, h: ModelResult) -> list[str]:
+    """Why a flagged model has no tlparse report: once when both sides say the same."""
+    why = {side: r.diagnostics.tlparse_missing for side, r in (("base", b), ("head", h))
+           if r.diagnostics is not None and r.diagnostics.tlparse_missing}
+    if len(set(why.values())) == 1 and len(why) == 2:
+        return [f"no tlparse report: {why['head']}"]
+    return [f"no tlparse report ({side}): {text}" for side, text in why.items()]
 
 
 def _warm_start_note(b: ModelResult, h: ModelResult) -> str | None:

@@ -382,7 +382,7 @@ def test_end_to_end_then_post(repo: Path, tmp_path: Path, fake_github: FakeGitHu
     assert (out / diag["graph breaks and recompiles"]).read_text().count("graph break") >= 1
     assert (out / diag["generated code diff"]).is_file()
     assert (out / diag["trace (head)"]).stat().st_size > 0
-    assert (out / diag["tlparse report (head)"]).is_file()  # tlparse is in the test extra
+    assert (out / diag["tlparse report (head)"]).is_file()  # tlparse is a dependency
     assert "diagnostics, in the run" in comment
 
     fake_github.add_pull(REPO, 7, head_sha)
