@@ -229,7 +229,7 @@ def main() -> None:
               help="No timing processes: the cold process times steady state itself.")
 @click.option("--no-diagnostics", "diagnostics", is_flag=True, flag_value=False, default=True,
               help="Do not keep each cold compile's structured trace (TORCH_TRACE format, gzip) "
-                   "in OUT's folder beside it (RESULTS.diagnostics/).")
+                   "in OUT's folder beside it (RESULTS.diagnostics/RUN_ID/).")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None,
               help=DB_HELP + " Default: the embedded SQLite file (see docs/storage.md).")
 @click.option("--no-db", is_flag=True, help="Do not store the run in any database.")

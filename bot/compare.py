@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from compilewatch.bot.diagnostics import relink
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.project import compare_with_project, noise_bands
 from compilewatch.bot.outcome import check_something_measured
 from compilewatch.bot.render.formats import Format, render
-from compilewatch.bot.sides import load_side
+from compilewatch.bot.sides import load_side, results_root
 from compilewatch.core.files import write_atomic
 
 
@@ -27,6 +28,10 @@ def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path
         check_something_measured(side, allow_empty, label=name)
     comparison = compare_with_project(sides["base"], sides["head"], repo,
                                       noise_bands(db_url, sides["base"]))
+    if fmt == "html":  # links that work from where the page is (a pipe: the current folder)
+        roots = {"base": results_root(base, sides["base"]),
+                 "head": results_root(head, sides["head"])}
+        comparison = relink(comparison, roots, out if out is not None else Path("compare.html"))
     text = render(comparison, fmt, report_url, trends_url)
     if out is not None:
         write_atomic(out, text)

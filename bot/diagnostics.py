@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import gzip
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 from compilewatch.bot.judge.comparison import Comparison, ModelRow, Verdict
 from compilewatch.core.schema import Diagnostics, ModelResult, RunResults
@@ -196,3 +198,30 @@ def _with(run: RunResults, extra: dict[tuple[str, str, str], dict[str, str]],
             r = r.model_copy(update={"diagnostics": d})
         results.append(r)
     return run.model_copy(update={"results": results})
+
+
+def relink(comparison: Comparison, roots: dict[str, Path | None], page: Path) -> Comparison:
+    """The rows' diagnostics as links from ``page`` (the HTML file written). A path in a
+    results file is relative to the folder that file was written in (``roots``: each side's,
+    None where unknown), which is seldom the page's folder: ``compare --out compare.html``
+    linked ``results.diagnostics/...`` beside itself, where nothing was. A file that is not
+    where its results say is no link but a note that says where it was looked for."""
+    rows = []
+    for row in comparison.rows:
+        links: dict[str, str] = {}
+        notes: list[str] = []
+        for what, path in row.diagnostics.items():
+            root = roots.get("base" if what.endswith("(base)") else "head")
+            if root is None:
+                notes.append(f"{what}: {path}, in the folder this run's results file was "
+                             "written to (not recorded in the run)")
+                continue
+            target = root / path
+            if target.exists():
+                rel = os.path.relpath(target, page.parent.resolve())
+                links[what] = quote(Path(rel).as_posix())
+            else:
+                notes.append(f"{what}: not found at {target} (moved or deleted since the run)")
+        rows.append(row.model_copy(update={"diagnostics": links,
+                                           "notes": [*row.notes, *notes]}))
+    return comparison.model_copy(update={"rows": rows})

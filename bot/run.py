@@ -23,7 +23,11 @@ from compilewatch.bot.measuring import (
     now,
     suite_sources,
 )
-from compilewatch.bot.outcome import check_device_available, check_something_measured
+from compilewatch.bot.outcome import (
+    SHORT_ID,
+    check_device_available,
+    check_something_measured,
+)
 from compilewatch.bot.render.run_table import log_console
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
@@ -68,11 +72,13 @@ def run_command(req: RunRequest, *, console: Console | None = None) -> RunResult
     console = console or log_console()
     results_of = functools.partial(build_results, env=env, git=gitutil.head_info(req.repo),
                                    sources=sources, options=req.measure, started=started,
-                                   run_id=run_id, host=host)
+                                   run_id=run_id, host=host, results_dir=req.out.parent)
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
         keys = load_project_config(req.repo).cache_public_keys
         wc = resolve_warm_cache(req.warm_cache, env, dest=Path(dl), trusted_keys=keys)
-        kept = req.out.parent / f"{req.out.stem}.diagnostics" if req.diagnostics else None
+        # a folder per run: the next run with the same --out keeps this one's traces
+        kept = req.out.parent / f"{req.out.stem}.diagnostics" / run_id[:SHORT_ID] \
+            if req.diagnostics else None
         opts = req.measure.run_options(req.python, cache_root=req.cache_dir, warm_cache=wc,
                                        diagnostics_dir=kept, diagnostics_base=req.out.parent)
         measured = measure_sides(

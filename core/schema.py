@@ -465,6 +465,10 @@ class RunSettings(_Model):
     # first ones, to confirm it) could get (its notes say when it did)
     extra_processes: Count32 = 0
     extra_cold_processes: Count32 = 0
+    # the folder the results file was written to, absolute, on the machine that measured: where
+    # the models' ``diagnostics`` paths start, so a run read back from the database still finds
+    # its traces (None: not recorded, or too long to record)
+    results_dir: Short | None = None
 
 
 class HostCheck(_Model):
