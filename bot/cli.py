@@ -679,6 +679,7 @@ def baseline_update_cmd(**kwargs: Any) -> None:
               help="Accept a side in which nothing was measured (every model skipped).")
 @warm_cache_options
 @click.option("--quiet", "-q", is_flag=True, help="No summary table.")
+@color_option
 @handle_errors
 def pr_cmd(**kwargs: Any) -> None:
     """Measure a change's merge-base and head in temporary worktrees, interleaved, and compare.
@@ -690,7 +691,10 @@ def pr_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch pr --base main --head my-branch --out compilewatch-out/pr
     """
+    from compilewatch.bot.judge.verdicts import raise_on_gating
+    from compilewatch.bot.outdir import OUT_FILES
     from compilewatch.bot.pr import PrRequest, pr_command
+    from compilewatch.bot.render.comparison_table import build_table
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"),
                                    measure_all=kwargs.pop("measure_all"),
@@ -698,7 +702,15 @@ def pr_cmd(**kwargs: Any) -> None:
                                    extra_cold_processes=kwargs.pop("extra_cold_processes"))
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
-    pr_command(PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs))
+    fail_on_regression = kwargs.pop("fail_on_regression")
+    comparison = pr_command(PrRequest(measure=measure,
+                                      warm_cache=warm_cache_options_from(kwargs), **kwargs))
+    if not measure.quiet:
+        console = _console()
+        console.print(build_table(comparison, console.width))
+        console.print(f"wrote {', '.join(OUT_FILES)} to {kwargs['out']}", markup=False)
+    if fail_on_regression:  # after every file is written: CI keeps them
+        raise_on_gating(comparison)
 
 
 @main.command("trends")
