@@ -27,7 +27,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 DB_HELP = "Database URL (sqlite:///path or postgresql+psycopg://...). Env: COMPILEWATCH_DB."
 
 
-LOG_WIDTH = 160  # columns of a table printed into a log or a pipe (no terminal, no $COLUMNS)
+LOG_WIDTH = 180  # columns of a table printed into a log or a pipe (no terminal, no $COLUMNS)
 NO_COLOR = "compilewatch.no_color"  # ctx.meta key, set by --no-color on the group or a command
 
 
