@@ -277,3 +277,5 @@ def test_the_dashboard_says_nights_only_for_nightly_runs_on_different_dates(
     (heading,) = re.findall(r"<h2>Suite micro <span class=\"muted\">\(([^)]*)\)", index)
     assert heading == f"{said}, 2 model configs"
     assert ("night" in heading) == said.endswith(("night", "nights"))
+    # the summary counts in words that agree with their numbers ("1 suites" once)
+    assert "(1 suite, 2 model configs, 0 model steps)" in res.output
