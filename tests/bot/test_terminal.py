@@ -150,3 +150,9 @@ def test_runs_fits_columns(tmp_path: Path) -> None:
     assert narrow.exit_code == 0
     assert max(len(line) for line in narrow.output.splitlines()[:-1]) <= 60
     assert "not shown at 60 columns: " in narrow.output and "repository" in narrow.output
+
+
+def test_no_color_before_the_command_holds_for_it(sides: tuple[str, str], tmp_path: Path) -> None:
+    text = _on_terminal([EXE, "--no-color", "compare", *sides, "--format", "table", "--repo",
+                         str(tmp_path)], 80, {})
+    assert "micro/pointwise" in SGR.sub("", text) and not _coloured(text)
