@@ -26,12 +26,16 @@ from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.measuring import (
     MeasureOptions,
     build_results,
+    code_record,
     collect_environment,
     host_check,
     measure_sides,
     now,
+    side_code,
     suite_sources,
 )
+from compilewatch.bot.outcome import check_own_code
+from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
 from compilewatch.core import estimates
@@ -39,7 +43,6 @@ from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import Prior
 from compilewatch.core.schema import Latency, ModelResult, RunResults, Status
 from compilewatch.db import connect, save_noise_bands, store_runs
-from compilewatch.suites.loader import resolve_suites
 
 Ident = tuple[str, str, str]
 DEFAULT_PROCESSES = {"cuda": 8, "cpu": 4}
@@ -125,16 +128,21 @@ def calibrate_command(req: CalibrateRequest
                                 "measure_all": True})
     options.check()
     sources = suite_sources(req.suites, req.repo)
-    jobs = plan_jobs(resolve_suites(sources), device=options.device, models=req.models)
+    code = side_code(req.repo, allow_installed=options.allow_installed)
+    suites = load_suites(sources, python=req.python, code=code)
+    jobs = plan_jobs(suites, device=options.device, models=req.models)
     env = collect_environment(req.python)
     started = now()
     names = [f"run{i + 1}" for i in range(sides)] if sides > 1 else ["run"]
-    measured = measure_sides([Side(name, jobs, options.run_options(req.python))
+    measured = measure_sides([Side(name, jobs, options.run_options(req.python, code=code))
                               for name in names], options)
     git, host = gitutil.head_info(req.repo), host_check(options.device, req.python)
-    runs = [build_results([j.result for j in measured[name]], env=env, git=git,
+    runs = [build_results(models := [j.result for j in measured[name]], env=env, git=git,
                           sources=sources, options=options, started=started,
-                          run_id=uuid.uuid4().hex, host=host) for name in names]
+                          run_id=uuid.uuid4().hex, host=host,
+                          code=code_record(code, modules_of(suites), models))
+            for name in names]
+    check_own_code(*runs)
     by_model: dict[Ident, list[ModelResult]] = {}
     for run in runs:
         for r in run.results:

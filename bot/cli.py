@@ -138,12 +138,19 @@ measure_options = _stacked(
                       "Off by default: those imports are part of every user's first compile, "
                       "and on an H200 timing compiles without them did not narrow the "
                       "spread."),
+    click.option("--allow-installed", "allow_installed", multiple=True, metavar="MODULE",
+                 help="Measure this module of the repository from its installed copy. By "
+                      "default each side imports the repository's code from its own checkout "
+                      "(root, then [tool.compilewatch] pythonpath or src/) and refuses a module "
+                      "the repository provides that came from elsewhere, such as an editable "
+                      "install of the PR's head. Repeatable. Example: --allow-installed "
+                      "mypkg."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 
 MEASURE_KEYS = ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
                 "cold_processes", "isolation", "compile_slots", "pin_cpus",
-                "ready_compile_workers", "preload_compile_path")
+                "ready_compile_workers", "preload_compile_path", "allow_installed")
 
 
 def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:
@@ -157,6 +164,11 @@ def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:
         except ValueError:
             raise click.BadParameter("a comma-separated list of core numbers",
                                      param_hint="--pin-cpus") from None
+    bad = [m for m in values["allow_installed"] if not m.isidentifier()]
+    if bad:
+        raise click.BadParameter(f"{bad[0]!r} is not a top-level module name (e.g. mypkg)",
+                                 param_hint="--allow-installed")
+    values["allow_installed"] = tuple(values["allow_installed"])
     return MeasureOptions(**values, **extra)
 
 

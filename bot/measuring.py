@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -33,14 +34,19 @@ from compilewatch.compiler.schedule import (
 )
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import (
+    MAX_ORIGINS,
     MAX_SHORT_CHARS,
     SCHEMA_VERSION,
+    Code,
     Environment,
     GitInfo,
     HostCheck,
+    ModelResult,
+    ModuleOrigin,
     RunResults,
     RunSettings,
 )
+from compilewatch.suites.imports import SideCode, on_paths
 
 
 def now() -> str:
@@ -54,6 +60,32 @@ def suite_sources(suites: Iterable[str], repo: Path = Path(".")) -> list[str]:
         return chosen
     project = load_project_config(repo)
     return [str(repo / s) if s.endswith(".py") else s for s in project.suites] or ["micro"]
+
+
+def side_code(tree: Path, *, home: Path | None = None,
+              allow_installed: Iterable[str] = ()) -> SideCode:
+    """One side's own code, from its checkout's pyproject: the folders its processes put
+    first on ``sys.path`` and the project's distribution name (``suites/imports.py``).
+    ``home``: the user's own checkout, when the side is another one (a ``pr`` worktree)."""
+    root = tree.resolve()
+    project = load_project_config(root)
+    return SideCode(root=str(root), paths=tuple(str(p) for p in project.import_paths()),
+                    home=str(home.resolve()) if home is not None else None,
+                    distribution=project.distribution,
+                    allow_installed=tuple(sorted(set(allow_installed))))
+
+
+def code_record(code: SideCode, modules: dict[str, ModuleOrigin],
+                results: Iterable[ModelResult] = ()) -> Code:
+    """What a run records of its code: its import folders relative to the checkout, and
+    where its suites' and models' imports came from."""
+    found = dict(modules)
+    for r in results:
+        for name, origin in r.modules.items():
+            found.setdefault(name, origin)
+    paths = [Path(os.path.relpath(p, code.root)).as_posix() for p in code.paths]
+    return Code(paths=paths, allow_installed=list(code.allow_installed),
+                modules=dict(sorted(found.items())[:MAX_ORIGINS]))
 
 
 def collect_environment(python: str = sys.executable) -> Environment:
@@ -96,6 +128,8 @@ class MeasureOptions:
     # threshold, or called on the first ones, to confirm it (``bot/judge/followup.py``);
     # None: 3 on cuda, 0 on cpu
     extra_cold_processes: int | None = None
+    # top-level modules the repository provides that may come from an installed copy
+    allow_installed: tuple[str, ...] = ()
 
     def check(self) -> None:
         """Refuse, before minutes of measuring, options the loop cannot use."""
@@ -163,8 +197,11 @@ class MeasureOptions:
 
 
 def preload_of(sides: list[Side]) -> list[str]:
-    """What the fork server imports beside the compiler stack: the models' own packages."""
-    return sorted({p for s in sides for j in s.jobs for p in j.spec.requires})
+    """What the fork server imports beside the compiler stack: the models' own packages, but
+    none a side's checkout provides (each side imports its own copy)."""
+    own = {name for s in sides if s.opts.code is not None for name in on_paths(s.opts.code)}
+    return sorted({p for s in sides for j in s.jobs for p in j.spec.requires
+                   if p.partition(".")[0] not in own})
 
 
 def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environment: bool = True,
@@ -217,7 +254,7 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
                   sources: list[str], options: MeasureOptions, started: str,
                   trigger: str = "local", side: str | None = None, run_id: str | None = None,
                   host: HostCheck | None = None, finished: bool = True,
-                  results_dir: Path | None = None) -> RunResults:
+                  code: Code | None = None, results_dir: Path | None = None) -> RunResults:
     """One place that turns measurements into a results file, for ``run``, ``pr`` and
     ``nightly`` alike. ``finished=False``: a checkpoint of a run still going (``finished_at``
     stays null)."""
@@ -236,7 +273,7 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
                              extra_cold_processes=(r.extra_cold_processes or 0)
                              if trigger == "pr" else 0,
                              results_dir=_recordable(results_dir)),
-        results=model_results, host=host)
+        results=model_results, host=host, code=code)
 
 
 def _recordable(folder: Path | None) -> str | None:

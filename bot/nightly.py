@@ -13,7 +13,6 @@ the cache and reproduced eager. Output folder::
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import os
 import sys
 import uuid
@@ -32,21 +31,23 @@ from compilewatch.bot.github.client import open_github
 from compilewatch.bot.measuring import (
     MeasureOptions,
     build_results,
+    code_record,
     collect_environment,
     host_check,
     measure_sides,
     now,
+    side_code,
     suite_sources,
 )
-from compilewatch.bot.outcome import check_something_measured
+from compilewatch.bot.outcome import check_own_code, check_something_measured
 from compilewatch.bot.render.run_table import log_console, summary_table
+from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler import signing
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import RunResults, save_results
-from compilewatch.suites.loader import resolve_suites
+from compilewatch.core.schema import ModelResult, RunResults, save_results
 
 
 @dataclass(frozen=True)
@@ -98,16 +99,22 @@ def measure_nightly(req: NightlyRequest) -> tuple[RunResults, art.Manifest, list
     OUT/artifacts/manifest.json (after every model too)."""
     out = req.out
     sources = suite_sources(req.suites, req.repo)
-    jobs = plan_jobs(resolve_suites(sources), device=req.measure.device, models=req.models)
+    code = side_code(req.repo, allow_installed=req.measure.allow_installed)
+    suites = load_suites(sources, python=req.python, code=code)
+    jobs = plan_jobs(suites, device=req.measure.device, models=req.models)
     env = collect_environment(req.python)
     opts = req.measure.run_options(req.python, artifact_dir=out / "artifacts",
-                                   diagnostics_dir=out / "diagnostics", diagnostics_base=out)
+                                   diagnostics_dir=out / "diagnostics", diagnostics_base=out,
+                                   code=code)
     started, run_id = now(), uuid.uuid4().hex
     git = gitutil.head_info(req.repo)
-    results_of = functools.partial(build_results, env=env, git=git, sources=sources,
-                                   options=req.measure, started=started, trigger="nightly",
-                                   run_id=run_id, host=host_check(req.measure.device,
-                                                                  req.python))
+    host = host_check(req.measure.device, req.python)
+
+    def results_of(models: list[ModelResult], finished: bool) -> RunResults:
+        return build_results(models, env=env, git=git, sources=sources, options=req.measure,
+                             started=started, trigger="nightly", run_id=run_id, host=host,
+                             finished=finished,
+                             code=code_record(code, modules_of(suites), models))
 
     def write(done: list[JobRun], finished: bool) -> tuple[RunResults, art.Manifest]:
         """The results file and the manifest; also after each model (``finished=False``), so a
@@ -137,6 +144,7 @@ def nightly_command(req: NightlyRequest) -> NightlyReport:
     results: RunResults | None = None
     if not req.publish_only:
         results, man, runs = measure_nightly(req)
+        check_own_code(results)
         check_something_measured(results, req.allow_empty)  # before storing or publishing
         if not req.no_db:
             from compilewatch.db import store_runs

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from compilewatch.core.errors import NothingMeasured
 from compilewatch.core.schema import Category, Environment, ModelResult, RunResults, Status
+from compilewatch.suites.imports import ForeignCode
 
 SHORT_ID = 12  # characters of a run id in messages (any unique prefix selects the run)
 
@@ -22,8 +23,8 @@ def _measured(r: ModelResult) -> bool:
     """A compile was attempted on the model: it passed, failed, errored, timed out or crashed
     (each of those is a finding). Skips, harness failures and models whose factory raised
     (nothing was compiled) are not measurements."""
-    return r.status is not Status.SKIP and r.category not in (Category.INFRA,
-                                                              Category.BUILD_ERROR)
+    return r.status is not Status.SKIP and r.category not in (
+        Category.INFRA, Category.BUILD_ERROR, Category.FOREIGN_CODE)
 
 
 def nothing_measured(results: RunResults, written_to: Path | None = None) -> str | None:
@@ -74,3 +75,15 @@ def check_device_available(env: Environment, device: str, allow_empty: bool,
         "measured, written or stored. Use --device cpu, run on a machine with a GPU "
         "(compilewatch doctor shows what this one has), or pass --allow-empty to record the "
         "skipped run")
+
+
+def check_own_code(*runs: RunResults) -> None:
+    """Raise ``ForeignCode`` (exit 2) when a model of any run imported the repository's code
+    from outside its side's checkout (``suites/imports.py``): its numbers are another
+    checkout's, and a comparison built on them would say so nowhere. Called once every file
+    is written, so the message has the results beside it."""
+    for run in runs:
+        for r in run.results:
+            if r.category is Category.FOREIGN_CODE:
+                side = f"{run.settings.side}: " if run.settings.side else ""
+                raise ForeignCode(f"{side}{r.suite}/{r.model}: {r.error}")

@@ -9,17 +9,13 @@ that machine drift hits both sides alike.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
-import json
 import os
 import shutil
-import stat
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -39,17 +35,19 @@ from compilewatch.bot.judge.project import (
 from compilewatch.bot.measuring import (
     MeasureOptions,
     build_results,
+    code_record,
     collect_environment,
     host_check,
     measure_sides,
     now,
+    side_code,
     suite_sources,
 )
-from compilewatch.bot.outcome import check_something_measured
+from compilewatch.bot.outcome import check_own_code, check_something_measured
 from compilewatch.bot.outdir import DIAGNOSTICS, OUT_FILES
 from compilewatch.bot.render.formats import render
+from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import Job, plan_jobs
-from compilewatch.compiler.processes import base_env
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.core.errors import SuiteError, UsageError
@@ -61,12 +59,9 @@ from compilewatch.core.schema import (
     save_results,
 )
 from compilewatch.db import store_runs
-from compilewatch.suites import listing
-from compilewatch.suites.loader import BUILTIN, Suite, load_suite
+from compilewatch.suites.imports import SideCode
+from compilewatch.suites.loader import Suite
 from compilewatch.suites.names import unmatched_models
-
-LISTING_TIMEOUT_S = 300.0  # importing a suite imports torch, and maybe transformers
-MAX_LISTING_BYTES = 4 * 1024 * 1024
 
 SideName = Literal["base", "head"]
 SIDES: tuple[SideName, SideName] = ("base", "head")
@@ -88,6 +83,7 @@ class Refs:
 class SidePlan:
     sources: list[str]
     jobs: list[Job]
+    suites: list[Suite] = field(default_factory=list)
 
 
 def resolve_refs(repo: Path, *, base: str | None, head: str | None, pr: int | None) -> Refs:
@@ -114,47 +110,13 @@ def side_sources(suites: Iterable[str], tree: Path) -> list[str]:
 
 
 def plan_side(sources: list[str], *, device: str, models: Iterable[str],
-              python: str = sys.executable) -> SidePlan:
+              python: str = sys.executable, code: SideCode | None = None) -> SidePlan:
     """Each suite of one side (by its worktree path) and its jobs. A built-in suite is ours and
-    loaded here; any other is the PR's code, listed by a process of its own (``list_suite``)."""
-    suites: list[Suite] = [load_suite(s) if s in BUILTIN else list_suite(s, python)
-                           for s in sources]
-    return SidePlan(sources, plan_jobs(suites, device=device, models=models, strict=False))
-
-
-def _listing_text(out: Path, source: str) -> str:
-    """The child's answer: a plain file of bounded size (the child ran the PR's code: a link
-    to ``/dev/zero`` or a huge file is refused before a byte is read)."""
-    try:
-        st = out.lstat()
-    except FileNotFoundError:
-        return ""
-    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_LISTING_BYTES:
-        raise SuiteError(f"listing the models of {source} gave an answer that is not a plain "
-                         f"file of at most {MAX_LISTING_BYTES} bytes")
-    return out.read_text(encoding="utf-8", errors="replace")
-
-
-def list_suite(source: str, python: str = sys.executable) -> Suite:
-    """The PR's suite, imported in a child with the workers' allow-listed environment (its
-    module-level code must not see the job's credentials); its answer is checked."""
-    with tempfile.TemporaryDirectory(prefix="compilewatch-listing-") as tmp:
-        out = Path(tmp) / "listing.json"
-        try:
-            proc = subprocess.run([python, "-m", "compilewatch.suites.listing", source, str(out)],
-                                  env=base_env(), cwd=tmp, capture_output=True, text=True,
-                                  timeout=LISTING_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise SuiteError(f"listing the models of {source} failed: {e}") from None
-        text = _listing_text(out, source)
-    if not text:
-        raise SuiteError(f"listing the models of {source} failed (exit {proc.returncode}): "
-                         f"{proc.stderr[-2000:]}")
-    with contextlib.suppress(ValueError):
-        answer = json.loads(text)
-        if isinstance(answer, dict) and set(answer) == {"error"}:
-            raise SuiteError(str(answer["error"])[:4000])
-    return listing.read(source, text)
+    loaded here; any other is the PR's code, listed by a process of its own from the side's
+    own ``code`` (``bot/suite_listing.py``)."""
+    suites = load_suites(sources, python=python, code=code)
+    return SidePlan(sources, plan_jobs(suites, device=device, models=models, strict=False),
+                    suites)
 
 
 def check_models_matched(plans: Iterable[SidePlan], models: Iterable[str]) -> None:
@@ -267,28 +229,34 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
         # whose artifacts may be loaded: the base checkout says, never the PR's own files
         project = load_project_config(trees["base"])
         keys = project.cache_public_keys
+        codes = {s: side_code(trees[s], home=req.repo, allow_installed=req.measure.allow_installed)
+                 for s in SIDES}
         # each side's suites are listed by a child that imports torch (and the suites' own
         # packages): seconds each on a GPU runner, so both sides at once
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="listing") as pool:
             futures = {s: pool.submit(plan_side, side_sources(req.suites, trees[s]),
                                       device=req.measure.device, models=req.models,
-                                      python=pythons[s]) for s in SIDES}
-            plans = {s: f.result() for s, f in futures.items()}
+                                      python=pythons[s], code=codes[s]) for s in SIDES}
+            plans = {s: _planned(s, f) for s, f in futures.items()}
         check_models_matched(plans.values(), req.models)
         changed = changed_files(req.repo, refs, trees)
         sides = [Side(s, plans[s].jobs, req.measure.run_options(
             pythons[s], warm_cache=resolve_warm_cache(req.warm_cache, envs[pythons[s]],
                                                       dest=Path(dl) / s, trusted_keys=keys),
             diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage,
-            watch_root=trees[s], home_root=req.repo.resolve()))
+            watch_root=trees[s], home_root=req.repo.resolve(), code=codes[s]))
                  for s in SIDES]
         def results_of(done: dict[str, list[JobRun]], finished: bool = True
                        ) -> dict[SideName, RunResults]:
-            return {s: build_results([j.result for j in done.get(s, [])],
-                                     env=envs[pythons[s]], git=_git(refs, s, req.repo),
-                                     sources=_display(plans[s].sources, trees[s]),
-                                     options=req.measure, started=started, trigger="pr",
-                                     side=s, host=host, finished=finished) for s in SIDES}
+            out = {}
+            for s in SIDES:
+                models = [j.result for j in done.get(s, [])]
+                out[s] = build_results(
+                    models, env=envs[pythons[s]], git=_git(refs, s, req.repo),
+                    sources=_display(plans[s].sources, trees[s]), options=req.measure,
+                    started=started, trigger="pr", side=s, host=host, finished=finished,
+                    code=code_record(codes[s], modules_of(plans[s].suites), models))
+            return out
 
         def checkpoint(done: dict[str, list[JobRun]]) -> None:
             """After each model: both sides so far, so that a killed job keeps them."""
@@ -311,6 +279,14 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
             comparison = compare_with_project(runs["base"], runs["head"], trees["base"],
                                               noise)
     return comparison, runs
+
+
+def _planned(side: SideName, future: Future[SidePlan]) -> SidePlan:
+    """A side's plan; a suite that cannot be listed names the side it failed on."""
+    try:
+        return future.result()
+    except SuiteError as e:
+        raise SuiteError(f"{side}: {e}") from None
 
 
 def changed_files(repo: Path, refs: Refs, trees: dict[str, Path]) -> ChangedFiles:
@@ -338,6 +314,8 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
     """Write the output folder and store both runs."""
     # A side without a model to measure (a --model the PR adds) is fine; a side whose models were
     # all skipped, or two empty sides, is not.
+    # the checkpoints (base.json, head.json) show what was measured; nothing else is written
+    check_own_code(*(runs[s] for s in SIDES))
     for s in SIDES:
         if runs[s].results or not any(runs[x].results for x in SIDES):
             check_something_measured(runs[s], req.allow_empty, label=s)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 import tempfile
 import uuid
@@ -17,23 +16,26 @@ from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.measuring import (
     MeasureOptions,
     build_results,
+    code_record,
     collect_environment,
     host_check,
     measure_sides,
     now,
+    side_code,
     suite_sources,
 )
 from compilewatch.bot.outcome import (
     SHORT_ID,
     check_device_available,
+    check_own_code,
     check_something_measured,
 )
 from compilewatch.bot.render.run_table import log_console
+from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
-from compilewatch.core.schema import RunResults, save_results
+from compilewatch.core.schema import ModelResult, RunResults, save_results
 from compilewatch.db import store_runs
-from compilewatch.suites.loader import resolve_suites
 
 
 @dataclass(frozen=True)
@@ -63,16 +65,22 @@ def run_command(req: RunRequest, *, console: Console | None = None) -> RunResult
     CLI's, so that its width and colour settings hold); the summary is the caller's to print."""
     req.measure.check()
     sources = suite_sources(req.suites, req.repo)
-    jobs = plan_jobs(resolve_suites(sources), device=req.measure.device, models=req.models,
+    code = side_code(req.repo, allow_installed=req.measure.allow_installed)
+    suites = load_suites(sources, python=req.python, code=code)
+    jobs = plan_jobs(suites, device=req.measure.device, models=req.models,
                      modes=req.modes, dtypes=req.dtypes, dynamics=req.dynamics)
     started, run_id = now(), uuid.uuid4().hex
     env = collect_environment(req.python)
     check_device_available(env, req.measure.device, req.allow_empty, req.python)
     host = host_check(req.measure.device, req.python)
     console = console or log_console()
-    results_of = functools.partial(build_results, env=env, git=gitutil.head_info(req.repo),
-                                   sources=sources, options=req.measure, started=started,
-                                   run_id=run_id, host=host, results_dir=req.out.parent)
+
+    def results_of(done: list[ModelResult], finished: bool = True) -> RunResults:
+        return build_results(done, env=env, git=gitutil.head_info(req.repo), sources=sources,
+                             options=req.measure, started=started, run_id=run_id, host=host,
+                             finished=finished,
+                             code=code_record(code, modules_of(suites), done),
+                             results_dir=req.out.parent)
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
         keys = load_project_config(req.repo).cache_public_keys
         wc = resolve_warm_cache(req.warm_cache, env, dest=Path(dl), trusted_keys=keys)
@@ -80,13 +88,15 @@ def run_command(req: RunRequest, *, console: Console | None = None) -> RunResult
         kept = req.out.parent / f"{req.out.stem}.diagnostics" / run_id[:SHORT_ID] \
             if req.diagnostics else None
         opts = req.measure.run_options(req.python, cache_root=req.cache_dir, warm_cache=wc,
-                                       diagnostics_dir=kept, diagnostics_base=req.out.parent)
+                                       diagnostics_dir=kept, diagnostics_base=req.out.parent,
+                                       code=code)
         measured = measure_sides(
             [Side("run", jobs, opts)], req.measure, console=console,
             on_done=lambda done: save_results(
                 results_of([j.result for j in done["run"]], finished=False), req.out))
     results = results_of([j.result for j in measured["run"]])
     save_results(results, req.out)
+    check_own_code(results)
     # an empty run is never stored, so the message names its file, not its id
     check_something_measured(results, req.allow_empty, written_to=req.out)
     if not req.no_db:

@@ -161,6 +161,8 @@ def judge(output: WorkerOutput) -> str | None:
     if c.fx_bypass > 0:
         return f"{c.fx_bypass} FX graph(s) bypassed the cache: not all of it is covered"
     acc = output.accuracy
+    if acc is not None and acc.passed is False and acc.reason:
+        return f"hot-loaded outputs differ from eager: {acc.reason}"
     if acc is None or acc.passed is not True:
         return (f"hot-loaded outputs differ from eager: max abs err "
                 f"{acc.max_abs_err if acc else None} (atol {acc.atol if acc else None}, "

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from compilewatch.compiler.protocol import WorkerOutput
 from compilewatch.core import estimates
-from compilewatch.core.schema import STATUS_OF, Category, ModelResult
+from compilewatch.core.schema import MAX_ORIGINS, STATUS_OF, Category, ModelResult
 
 LAUNCH_BOUND = 0.8  # host launch time / GPU time above which the GPU waits for the CPU
 
@@ -57,9 +57,11 @@ def _status(o: Outputs) -> tuple[Category, str | None]:
         return Category.EAGER_NONDETERMINISTIC, (
             "eager does not repeat its own output within the tolerance (max abs err between "
             "two eager calls above atol/rtol): random or nondeterministic output is not judged")
+    if acc is not None and acc.passed is False and acc.failure == "uncomparable":
+        return Category.ACCURACY_UNCOMPARABLE, f"compiled output not judged: {acc.reason}"
     if acc is not None and acc.passed is False:
-        return Category.ACCURACY, (f"compiled output differs from eager: max abs err "
-                                   f"{acc.max_abs_err} (atol {acc.atol}, rtol {acc.rtol})")
+        why = acc.reason or f"max abs err {acc.max_abs_err} (atol {acc.atol}, rtol {acc.rtol})"
+        return Category.ACCURACY, f"compiled output differs from eager: {why}"
     return Category.OK, None
 
 
@@ -102,6 +104,16 @@ def _harness(outs: Sequence[WorkerOutput]) -> dict[str, float]:
     return {k: round(v, 6) for k, v in total.items()}
 
 
+def _modules(outs: Sequence[WorkerOutput]) -> dict[str, Any]:
+    """Where the model's imports came from, over its processes (each builds it: a module
+    only one of them imported, lazily, counts too)."""
+    found: dict[str, Any] = {}
+    for o in outs:
+        for name, origin in o.modules.items():
+            found.setdefault(name, origin)
+    return dict(sorted(found.items())[:MAX_ORIGINS])
+
+
 def _median(xs: Sequence[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
@@ -124,11 +136,12 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
     if o.compile_skipped:  # ran (its scan built and ran it) but was not measured
         return {**base, "status": STATUS_OF[Category.OK], "category": Category.OK,
                 "notes": list(o.notes), "duration_s": o.seconds, "harness_s": _harness(o.all()),
-                "timing_skipped": o.timing_skipped, "compile_skipped": True}
+                "timing_skipped": o.timing_skipped, "compile_skipped": True,
+                "modules": _modules(o.all())}
     category, error = _status(o)
     result: dict[str, Any] = {**base, "status": STATUS_OF[category], "category": category,
                               "error": error, "notes": list(o.notes), "duration_s": o.seconds,
-                              "harness_s": _harness(o.all()),
+                              "harness_s": _harness(o.all()), "modules": _modules(o.all()),
                               "diagnostics": {"trace": o.trace} if o.trace else None}
     c = o.cold[0]
     result["notes"] = [*o.notes, *c.notes][:64]  # the worker's own: what its probes doubt

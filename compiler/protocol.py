@@ -21,12 +21,14 @@ from compilewatch.core.schema import (
     Config,
     GraphBreak,
     Memory,
+    Origins,
     Recompile,
     Seconds,
     Sha256,
     Short,
     Text,
 )
+from compilewatch.suites.imports import SideCode
 
 # cold: first compile on an empty cache dir. warm: a new process on a cold process's cache dir,
 # which also times steady state (a "timing process"). warm_start: an empty cache dir with a
@@ -73,7 +75,10 @@ class WorkerSpec(_Frozen):
     # timing: also time this suite's eager model of the same name in every round, the host's
     # witness that both sides' processes share (the first side's suite; this one's own: reuse)
     reference_suite: str | None = None
-    reference_root: str | None = None  # that suite's checkout: what its import brings is undone
+    reference_code: SideCode | None = None  # that suite's own code (what its import brings is
+    # undone before this side's suite is imported)
+    # this side's own code: its folders first on sys.path, and what must not come from elsewhere
+    code: SideCode | None = None
     watch_root: str | None = None  # scan: record what is read under this folder (a checkout)
     home_root: str | None = None  # scan: and count what is read under this one (the user's)
     out: str
@@ -153,5 +158,6 @@ class WorkerOutput(_Frozen):
     latency: LatencySample | None = None
     artifact: SavedArtifact | None = None
     reads: Reads | None = None
+    modules: Origins = {}  # where the top-level modules this model brought came from
     harness_s: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     notes: list[Text] = Field(default_factory=list, max_length=64)

@@ -50,6 +50,7 @@ from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.worker import COMPILE_PATH
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.schema import STATUS_OF, Category, ModelResult
+from compilewatch.suites.imports import SideCode
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,9 @@ class RunOptions:
     # (reads from there mean an installed copy of the project is measured on both sides)
     watch_root: Path | None = None
     home_root: Path | None = None
+    # this side's own code: its folders first on sys.path in every worker, and a refusal of
+    # the repository's modules imported from elsewhere (``suites/imports.py``)
+    code: SideCode | None = None
 
 
 # (base's result so far, head's) -> why more processes (timing processes, or cold compiles)
@@ -515,15 +519,18 @@ class Loop:
             watch_root=str(opts.watch_root) if scan and opts.watch_root else None,
             home_root=str(opts.home_root) if scan and opts.home_root else None,
             reference_suite=st.reference if kind == "timing" else None,
-            reference_root=self._reference_root() if kind == "timing" and st.reference
+            reference_code=self._reference_code() if kind == "timing" and st.reference
             else None,
-            out="", status_file="")
+            code=opts.code, out="", status_file="")
         return spec, cache_dir
 
-    def _reference_root(self) -> str | None:
-        """The first side's checkout: what importing its suite brought from there is undone."""
-        root = next(iter(self.sides.values())).opts.watch_root
-        return str(root) if root is not None else None
+    def _reference_code(self) -> SideCode | None:
+        """The first side's code: its reference is built from its own checkout, and what
+        importing it brought from there is undone."""
+        opts = next(iter(self.sides.values())).opts
+        if opts.code is not None:
+            return opts.code
+        return SideCode(root=str(opts.watch_root)) if opts.watch_root is not None else None
 
     def _may_reference(self, job: Job) -> bool:
         """Whether this job's timing processes may time the first side's model beside their

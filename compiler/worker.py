@@ -30,6 +30,7 @@ from compilewatch.compiler import (
     artifacts,
     compileworkers,
     cpus,
+    outputs,
     probes,
     proctree,
     reads,
@@ -45,7 +46,9 @@ from compilewatch.compiler.protocol import (
 from compilewatch.compiler.quiet import QuietLock, guard_benchmarks
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
-from compilewatch.core.schema import Accuracy, Category, Config, Memory
+from compilewatch.core.schema import Accuracy, Category, Config, Memory, ModuleOrigin
+from compilewatch.suites import imports
+from compilewatch.suites.imports import SideCode
 
 ERROR_TAIL = 4000
 STACKS = "stacks"  # where a worker asked for its stacks writes them
@@ -211,20 +214,9 @@ def _sync(device: str) -> None:
 
 
 def _clone(out: Any) -> Any:
-    """Copy outputs at once: CUDA-graph replays reuse their output buffers."""
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return out.detach().clone()
-    if isinstance(out, tuple) and hasattr(out, "_fields"):  # a named tuple takes fields
-        return type(out)(*(_clone(x) for x in out))
-    if isinstance(out, (tuple, list)):
-        return type(out)(_clone(x) for x in out)
-    if isinstance(out, dict):
-        return {k: _clone(v) for k, v in out.items()}
-    if hasattr(out, "to_tuple"):
-        return _clone(out.to_tuple())
-    return out
+    """Copy outputs at once: CUDA-graph replays reuse their output buffers. Every part the
+    accuracy check walks is copied, in containers of the same types (``compiler/outputs.py``)."""
+    return outputs.copy_tensors(out)
 
 
 @contextlib.contextmanager
@@ -274,7 +266,8 @@ GpuSection = Callable[[], contextlib.AbstractContextManager[Any]]
 class Model:
     """The model built for this process: callable, inputs, the shape sweep, its spec."""
 
-    def __init__(self, spec: WorkerSpec, suite: str | None = None) -> None:
+    def __init__(self, spec: WorkerSpec, suite: str | None = None,
+                 code: SideCode | None = None) -> None:
         import torch
 
         # the suite (the user's code) is imported in the process that builds its model only
@@ -283,6 +276,10 @@ class Model:
 
         cfg = spec.config
         self.device, self.dtype = cfg.device, cfg.dtype
+        self.code = code if suite is not None else spec.code
+        if self.code is not None:
+            imports.activate(self.code)
+        self.before = imports.top_levels()
         self.mspec = load_suite(suite or spec.suite).models[spec.model]
         ctx = BuildContext(device=cfg.device, dtype=cfg.dtype, large=spec.large)
         torch.manual_seed(0)
@@ -299,6 +296,18 @@ class Model:
         self.inputs = _cast(tuple(inputs), cfg.device, cast)
         self.sweep = [_cast(tuple(s), cfg.device, cast) for s in sweep]
         self.tolerance = self.mspec.tolerance(cfg.dtype)
+        self.modules = self.own_code()
+
+    def own_code(self) -> dict[str, ModuleOrigin]:
+        """Where what building (and, asked again later, running) the model imported came
+        from; a module the repository provides from outside this side's checkout is a
+        ``FOREIGN_CODE`` failure (``suites/imports.py``)."""
+        if self.code is None:
+            return {}
+        try:
+            return imports.check(self.code, imports.top_levels() - self.before)
+        except imports.ForeignCode as e:
+            raise Failure(Category.FOREIGN_CODE, str(e)) from e
 
     def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any:
         with _precision(self.device, self.dtype):
@@ -322,7 +331,7 @@ def _allocated(device: str) -> int:
 
 def reference_model(spec: WorkerSpec, notes: list[str]) -> Reference | None:
     """Build the reference before this side's own suite is imported; then forget the modules
-    it brought from its checkout (``spec.reference_root``, else its suite file's folder) and
+    it brought from its checkout (``spec.reference_code``'s root, else its suite file's folder) and
     restore the import path, so that this side's suite imports its own helpers, not the other
     side's of the same name. What it cannot undo is global state its import set (a flag, a
     registered op): docs/measurement.md says so. None, and a note, where it does not build:
@@ -330,12 +339,14 @@ def reference_model(spec: WorkerSpec, notes: list[str]) -> Reference | None:
     src = spec.reference_suite
     if not src or src == spec.suite:
         return None
-    root = spec.reference_root or (str(Path(src).parent) if src.endswith(".py") else None)
+    own = spec.reference_code
+    root = own.root if own is not None else (str(Path(src).parent) if src.endswith(".py")
+                                             else None)
     folder = Path(root).resolve() if root else None  # a module suite has no folder of its own
     before, path = set(sys.modules), list(sys.path)
     held = _allocated(spec.config.device)
     try:
-        model = Model(spec, suite=src)
+        model = Model(spec, suite=src, code=own)
         return Reference(model, _allocated(spec.config.device) - held)
     except Exception as e:  # the other side may fail to build it, or not have it at all
         notes.append(f"no reference: base's {spec.model} did not build "
@@ -375,7 +386,7 @@ def build(spec: WorkerSpec, notes: list[str]) -> tuple[Model, Reference | None]:
     return Model(spec), None
 
 
-def run_eager(m: Model, check: bool = True) -> tuple[Any, bool]:
+def run_eager(m: Model, check: bool = True) -> tuple[Any, bool | None]:
     """Eager on the inputs: its output, and whether it repeats within the model's tolerance
     (random output cannot be judged against the compiler). Only a process that checks
     accuracy runs it twice; the others run it once, which is all the warm-up the compile and
@@ -487,17 +498,19 @@ def _save_artifact(path: str) -> SavedArtifact:
                                               f"{type(e).__name__}: {e}", 1000))
 
 
-def check_accuracy(m: Model, compiled: Any, out: Any, eager_out: Any, det: bool) -> Accuracy:
+def check_accuracy(m: Model, compiled: Any, out: Any, eager_out: Any,
+                   det: bool | None) -> Accuracy:
     """Compiled vs eager on the example inputs, then on every sweep input: each recompiled
     graph (or each hot-loaded one, when verifying a cache artifact) must be right too."""
     atol, rtol = m.tolerance
     ok = accuracy.compare(out, eager_out, atol, rtol,
                           fp64=lambda: _fp64_reference(m.fn, m.inputs, m.device))
-    for args in m.sweep if ok.passed else []:
+    for i, args in enumerate(m.sweep if ok.passed else [], 1):
         want, got = _clone(m.call(m.fn, args)), _clone(m.call(compiled, args))
         ok = accuracy.compare(got, want, atol, rtol,
                               fp64=lambda a=args: _fp64_reference(m.fn, a, m.device))
         if not ok.passed:
+            ok.reason = f"on shape-sweep input {i}: {ok.reason}"
             break
     return Accuracy(**ok.as_dict(atol, rtol, det))
 
@@ -524,7 +537,7 @@ def scan(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> dict[str, Any]:
         for args in [m.inputs, *m.sweep]:
             m.call(traced, args)
         _sync(m.device)
-    return {"reads": recorder.stop()}
+    return {"reads": recorder.stop(), "modules": m.own_code()}
 
 
 def cuda_context(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> None:
@@ -619,7 +632,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
         with h.phase("accuracy"), gpu():
             result["accuracy"] = check_accuracy(m, compiled, out, eager_out, det)
     if not (spec.measure_memory or spec.time_steady_state):
-        return result
+        return {**result, "modules": m.own_code()}
     with device(spec, h) as idle_s:
         if spec.measure_memory:
             with h.phase("memory"):
@@ -628,7 +641,7 @@ def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
         if spec.time_steady_state:
             with h.phase("timing"):
                 result["latency"] = measure_latency(m, compiled, spec, idle_s, ref)
-    return result
+    return {**result, "modules": m.own_code()}  # again: compiling may import more
 
 
 @contextlib.contextmanager

@@ -80,6 +80,8 @@ Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 CommitSha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 RunId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{8,64}$")]
 Seconds = Annotated[float, Field(ge=0.0)]
+ModuleName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+MAX_ORIGINS = 256  # top-level modules recorded per result and per run
 Samples = Annotated[list[Annotated[float, Field(ge=0.0)]], Field(max_length=MAX_MODEL_SAMPLES)]
 
 
@@ -103,6 +105,8 @@ class Category(StrEnum):
 
     OK = "ok"
     ACCURACY = "accuracy"  # fail: compiled output differs from eager beyond tolerance
+    # fail: the output holds a part of a type no rule compares (never a pass unjudged)
+    ACCURACY_UNCOMPARABLE = "accuracy_uncomparable"
     EAGER_NONDETERMINISTIC = "eager_nondeterministic"  # fail is not the compiler's fault
     EAGER_ERROR = "eager_error"  # the model itself raises without torch.compile
     COMPILE_ERROR = "compile_error"  # torch.compile raised
@@ -114,11 +118,13 @@ class Category(StrEnum):
     PACKAGE_MISSING = "package_missing"
     UNSUPPORTED = "unsupported"  # e.g. cuda asked for on a machine without a GPU
     BUILD_ERROR = "build_error"  # the suite's model factory raised
+    FOREIGN_CODE = "foreign_code"  # the repository's code came from outside the side's checkout
 
 
 STATUS_OF: dict[Category, Status] = {
     Category.OK: Status.PASS,
     Category.ACCURACY: Status.FAIL,
+    Category.ACCURACY_UNCOMPARABLE: Status.FAIL,
     Category.EAGER_NONDETERMINISTIC: Status.FAIL,
     Category.EAGER_ERROR: Status.ERROR,
     Category.COMPILE_ERROR: Status.ERROR,
@@ -130,6 +136,7 @@ STATUS_OF: dict[Category, Status] = {
     Category.PACKAGE_MISSING: Status.SKIP,
     Category.UNSUPPORTED: Status.SKIP,
     Category.BUILD_ERROR: Status.ERROR,
+    Category.FOREIGN_CODE: Status.ERROR,
 }
 
 Device = Literal["cpu", "cuda"]
@@ -336,6 +343,12 @@ class Accuracy(_Model):
     reference: Literal["eager", "fp64"] = "eager"
     fp64_max_abs_err: float | None = Field(None, ge=0)
     eager_deterministic: bool | None = None
+    # where in the output the failing part is (``out.logits[0]``), how it failed (numbers
+    # beyond tolerance, another structure or type, a type no rule compares) and why; absent
+    # in files written before they were recorded, and when the output passed
+    where: Short | None = None
+    failure: Literal["values", "structure", "uncomparable"] | None = None
+    reason: Text | None = None
 
 
 class Memory(_Model):
@@ -367,6 +380,26 @@ class Diagnostics(_Model):
     tlparse_missing: Text | None = None  # why tlparse made no report of a flagged model (pr)
 
 
+class ModuleOrigin(_Model):
+    """Where a top-level module a side imported came from (``suites/imports.py``)."""
+
+    where: Literal["checkout", "installed"]
+    path: Text  # relative to the side's checkout, or absolute for an installed copy
+    allowed: bool = False  # the repository provides it, and --allow-installed took the copy
+
+
+Origins = Annotated[dict[ModuleName, ModuleOrigin], Field(max_length=MAX_ORIGINS)]
+
+
+class Code(_Model):
+    """Whose code a run imported: the folders put first on ``sys.path`` (relative to the
+    checkout) and where each top-level module its suites imported came from."""
+
+    paths: list[Short] = Field(default_factory=list, max_length=64)
+    allow_installed: list[ModuleName] = Field(default_factory=list, max_length=MAX_ORIGINS)
+    modules: Origins = Field(default_factory=dict)
+
+
 class ModelResult(_Model):
     model: Name
     suite: Name
@@ -395,6 +428,7 @@ class ModelResult(_Model):
     # file this model reads, so the same code runs on both sides
     compile_skipped: bool = False
     diagnostics: Diagnostics | None = None
+    modules: Origins = Field(default_factory=dict)  # what building this model imported
 
     @model_validator(mode="after")
     def _break_count_fits(self) -> ModelResult:
@@ -492,6 +526,7 @@ class RunResults(_Model):
     settings: RunSettings
     results: list[ModelResult] = Field(max_length=MAX_MODELS)
     host: HostCheck | None = None
+    code: Code | None = None  # None: a run from before the record
 
     def by_ident(self) -> dict[tuple[str, str, str], ModelResult]:
         return {r.ident: r for r in self.results}

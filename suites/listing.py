@@ -1,7 +1,9 @@
 """A suite's models, listed by a process of its own.
 
-``python -m compilewatch.suites.listing SOURCE OUT`` imports the suite and writes what planning
-needs of each model (name, tags, mode, dtype, dynamic, devices, requires) to OUT as JSON.
+``python -m compilewatch.suites.listing SOURCE OUT [CODE]`` imports the suite and writes what
+planning needs of each model (name, tags, mode, dtype, dynamic, devices, requires) to OUT as
+JSON. CODE, a ``SideCode`` as JSON, is the side's own code: its folders go first on the import
+path, and the repository's modules imported from elsewhere are refused (``suites/imports.py``).
 ``pr`` lists a pull request's suites this way, in the workers' allow-listed environment, so a
 suite file's module-level code never runs in the process that holds the job's credentials;
 ``read`` checks what comes back as strictly as any other input from a PR.
@@ -17,7 +19,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from compilewatch.core.errors import SuiteError
-from compilewatch.core.schema import Device, DType, Mode
+from compilewatch.core.schema import Device, DType, Mode, Origins
+from compilewatch.suites import imports
+from compilewatch.suites.imports import SideCode
 from compilewatch.suites.loader import Suite, load_suite
 from compilewatch.suites.registry import NAME_RE, ModelSpec
 
@@ -44,12 +48,19 @@ class Listing(_Strict):
     name: Name
     module: Annotated[str, StringConstraints(max_length=256)]
     models: list[ListedModel] = Field(min_length=1, max_length=2000)
+    modules: Origins = Field(default_factory=dict)
 
 
-def describe(source: str) -> dict[str, Any]:
-    """The child's side: import the suite and say what it registers."""
+def describe(source: str, code: SideCode | None = None) -> dict[str, Any]:
+    """The child's side: import the suite (from the side's own code) and say what it
+    registers and where its imports came from."""
+    if code is not None:
+        imports.activate(code)
+    before = imports.top_levels()
     suite = load_suite(source)
-    return {"name": suite.name, "module": suite.module, "models": [
+    modules = imports.check(code, imports.top_levels() - before) if code is not None else {}
+    return {"name": suite.name, "module": suite.module,
+            "modules": {k: v.model_dump() for k, v in modules.items()}, "models": [
         {"name": s.name, "tags": list(s.tags),
          "mode": dict(s.mode) if isinstance(s.mode, dict) else s.mode, "dtype": s.dtype,
          "dynamic": s.dynamic, "devices": list(s.devices), "requires": list(s.requires)}
@@ -75,13 +86,16 @@ def read(source: str, text: str) -> Suite:
                                 dtype=m.dtype, dynamic=m.dynamic, devices=tuple(m.devices),
                                 requires=tuple(m.requires))
               for m in listing.models}
-    return Suite(name=listing.name, source=source, module=listing.module, models=models)
+    return Suite(name=listing.name, source=source, module=listing.module, models=models,
+                 modules=dict(listing.modules))
 
 
 def main(argv: list[str]) -> int:
     source, out = argv[1], Path(argv[2])
     try:
-        data: dict[str, Any] = describe(source)
+        code = SideCode.model_validate_json(Path(argv[3]).read_text(encoding="utf-8")) \
+            if len(argv) > 3 else None
+        data: dict[str, Any] = describe(source, code)
     except SuiteError as e:
         data = {"error": str(e)}
     out.write_text(json.dumps(data), encoding="utf-8")

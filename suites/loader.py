@@ -12,12 +12,14 @@ import importlib
 import importlib.util
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compilewatch.core.errors import SuiteError
+from compilewatch.core.schema import ModuleOrigin
 from compilewatch.suites.registry import NAME_RE, ModelSpec, models_of
 
+SUITE_MODULE_PREFIX = "compilewatch_user_suite_"  # what a suite file is imported as
 BUILTIN: dict[str, str] = {
     "micro": "compilewatch.suites.micro",
     "hf": "compilewatch.suites.hf",
@@ -32,12 +34,14 @@ class Suite:
     source: str  # what workers load it from: a built-in's name, a module, an absolute path
     module: str
     models: dict[str, ModelSpec]
+    # where the top-level modules its import brought came from (a listing child says)
+    modules: dict[str, ModuleOrigin] = field(default_factory=dict)
 
 
 def _import_file(path: Path) -> str:
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
     stem = re.sub(r"\W", "_", path.stem)
-    name = f"compilewatch_user_suite_{stem}_{digest}"
+    name = f"{SUITE_MODULE_PREFIX}{stem}_{digest}"
     if name in sys.modules:
         return name
     spec = importlib.util.spec_from_file_location(name, path)

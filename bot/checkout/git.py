@@ -1,4 +1,8 @@
-"""Thin wrappers over the git CLI: errors become ``GitError`` with git's own message."""
+"""Thin wrappers over the git CLI: errors become ``GitError`` with git's own message.
+
+Every call runs with hooks, filters, diff drivers and fsmonitor off and an allow-listed
+environment (``gitenv.py`` says how and why).
+"""
 
 from __future__ import annotations
 
@@ -6,25 +10,49 @@ import os
 import subprocess
 from pathlib import Path
 
+from compilewatch.bot.checkout import gitenv
 from compilewatch.core.errors import GitError
 
 
-def git(repo: str | Path, *args: str) -> str:
+class UnsafeRepository(GitError):
+    """git refused a repository another user owns (its ``safe.directory`` check)."""
+
+
+def _run(repo: str | Path, args: tuple[str, ...], network: bool = False) -> bytes:
+    """git's stdout; any failure as ``GitError`` with the last line git wrote."""
     try:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                             check=True, timeout=120)
+        env = gitenv.environment(repo, network)
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True,
+                             timeout=gitenv.TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         raise GitError("git is not installed or not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {' '.join(args)} in {repo} took more than "
+                       f"{gitenv.TIMEOUT_S} s") from None
     except subprocess.CalledProcessError as e:
-        msg = (e.stderr or e.stdout or "").strip().splitlines()
+        text = os.fsdecode(e.stderr or e.stdout or b"").strip()
+        if "detected dubious ownership" in text:
+            raise UnsafeRepository(
+                f"git refuses {repo}: it is owned by another user, and its configuration "
+                "could run that user's commands. If you trust it, add it to your git "
+                f"configuration: git config --global --add safe.directory {repo}") from None
+        msg = text.splitlines()
         raise GitError(f"git {' '.join(args)} failed in {repo}: "
-                       f"{msg[-1] if msg else e.returncode}") from None
-    return out.stdout.strip()
+                       f"{msg[-1][-500:] if msg else e.returncode}") from None
+    return out.stdout
+
+
+def git(repo: str | Path, *args: str, network: bool = False) -> str:
+    """git's stdout as text; ``network``: the call reaches a remote (a fetch)."""
+    return os.fsdecode(_run(repo, args, network)).strip()
 
 
 def is_repo(path: str | Path) -> bool:
+    """A git checkout; one git refuses for its owner is an error, not "no checkout"."""
     try:
         git(path, "rev-parse", "--git-dir")
+    except UnsafeRepository:
+        raise
     except GitError:
         return False
     return True
@@ -117,21 +145,14 @@ def fetch_pr_head(repo: str | Path, number: int, remote: str = "origin") -> str:
         return git(repo, "rev-parse", "--verify", "--quiet", f"{local}^{{commit}}")
     except GitError:
         pass
-    git(repo, "fetch", "--no-tags", remote, f"+refs/pull/{number}/head:{local}")
+    git(repo, "fetch", "--no-tags", remote, f"+refs/pull/{number}/head:{local}", network=True)
     return resolve_commit(repo, local)
 
 
 def changed_paths(repo: str | Path, base: str, head: str) -> list[tuple[str, str]]:
     """``(status, path)`` for every file that differs between two commits (``A``dded,
     ``D``eleted, ``M``odified, ``T`` type changed; a rename is a delete and an add)."""
-    try:
-        out = subprocess.run(["git", "-C", str(repo), "diff", "--name-status", "--no-renames",
-                              "--no-ext-diff", "--no-textconv", "-z", base, head],
-                             capture_output=True, check=True, timeout=120).stdout
-    except FileNotFoundError:
-        raise GitError("git is not installed or not on PATH") from None
-    except subprocess.CalledProcessError as e:
-        raise GitError(f"git diff {base[:12]} {head[:12]} failed in {repo}: "
-                       f"{os.fsdecode(e.stderr).strip()[-500:]}") from None
+    out = _run(repo, ("diff", "--name-status", "--no-renames", "--no-ext-diff", "--no-textconv",
+                      "-z", base, head))
     fields = [os.fsdecode(f) for f in out.split(b"\0") if f]
     return list(zip(fields[::2], fields[1::2], strict=False))

@@ -39,7 +39,11 @@ class ProjectConfig(BaseModel):
     models: dict[str, ModelOverride] = Field(default_factory=dict)
     baseline: Path = DEFAULT_BASELINE  # relative to ``root``
     cache_public_keys: tuple[str, ...] = ()  # who may publish the cache artifacts we load
+    # folders (relative to ``root``) put first on sys.path with the root, as pytest's
+    # ``pythonpath``; None: ``src`` where it exists (suites/imports.py)
+    pythonpath: tuple[str, ...] | None = None
     root: Path = Field(default=Path("."), exclude=True)
+    distribution: str | None = Field(default=None, exclude=True)  # ``[project] name``
 
     def threshold_policy(self) -> ThresholdPolicy:
         """Defaults merged with ``thresholds`` and the per-model overrides, checked once."""
@@ -54,6 +58,22 @@ class ProjectConfig(BaseModel):
         return self.baseline if self.baseline.is_absolute() else self.root / self.baseline
 
 
+    def import_paths(self) -> list[Path]:
+        """The folders a side's processes put first on ``sys.path``: ``pythonpath`` (or
+        ``src`` where it exists), then the checkout's root."""
+        chosen = self.pythonpath if self.pythonpath is not None else (
+            ("src",) if (self.root / "src").is_dir() else ())
+        return [*(self.root / p for p in chosen), self.root]
+
+    @field_validator("pythonpath")
+    @classmethod
+    def _folders(cls, paths: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for p in paths or ():
+            if not p or Path(p).is_absolute() or ".." in Path(p).parts:
+                raise ValueError(f"pythonpath: {p!r} must be a folder inside the repository, "
+                                 "relative to its root")
+        return paths
+
     @field_validator("cache_public_keys")
     @classmethod
     def _keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
@@ -65,7 +85,7 @@ class ProjectConfig(BaseModel):
         return keys
 
 
-KNOWN_KEYS = {"suites", "thresholds", "models", "baseline", "cache_public_keys"}
+KNOWN_KEYS = {"suites", "thresholds", "models", "baseline", "cache_public_keys", "pythonpath"}
 
 
 def load_project_config(repo: str | Path = ".") -> ProjectConfig:
@@ -83,8 +103,11 @@ def load_project_config(repo: str | Path = ".") -> ProjectConfig:
         raise UsageError(f"{path}: [tool.compilewatch] must be a table")
     for key in sorted(set(table) - KNOWN_KEYS):
         warnings.warn(f"{path}: unknown key tool.compilewatch.{key} ignored", stacklevel=2)
+    project = data.get("project", {})
+    name = project.get("name") if isinstance(project, dict) else None
     try:
-        config = ProjectConfig(root=root, **table)
+        config = ProjectConfig(**{k: v for k, v in table.items() if k in KNOWN_KEYS},
+                               root=root, distribution=name if isinstance(name, str) else None)
     except ValidationError as e:
         raise UsageError(f"{path}: tool.compilewatch.{describe_error(e)}") from None
     try:

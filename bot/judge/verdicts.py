@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from compilewatch.bot.judge.baseline import Baseline, Expected, outcome
 from compilewatch.bot.judge.cachediff import collapse, diff_cache
+from compilewatch.bot.judge.code import code_notes
 from compilewatch.bot.judge.comparison import (
     AccuracyChange,
     Aggregates,
@@ -571,6 +572,7 @@ def compare(base: RunResults, head: RunResults, *,
         notes.append(f"base and head ran in different environments (torch "
                      f"{base.environment.torch} vs {head.environment.torch}); "
                      "differences may come from the environment, not the change")
+    notes += code_notes(base, head)
     for name, run in (("base", base), ("head", head)):
         if run.finished_at is None:  # a checkpoint of a run that was killed (or still going)
             notes.append(f"the {name} run did not finish: it holds the {len(run.results)} "

@@ -203,3 +203,18 @@ def test_artifact_of_another_model_misses_and_is_refused(built: dict) -> None:
     opts = RunOptions(rounds=1, block_ms=1.0, timeout_s=600)
     outcome, reason = verify_artifact(_job("scale3"), runs["scale2"], opts)
     assert outcome.ok and reason is not None and "FX graph cache miss" in reason
+
+
+def test_an_artifact_whose_hot_loaded_output_is_wrong_is_refused_naming_the_part() -> None:
+    from compilewatch.compiler.protocol import WorkerOutput
+    from compilewatch.core.schema import Accuracy, CacheCounters
+
+    acc = Accuracy(passed=False, max_abs_err=None, atol=1e-4, rtol=1e-4, where="out['extra']",
+                   failure="uncomparable",
+                   reason="output type Opaque at out['extra'] cannot be compared")
+    out = WorkerOutput(ok=True, phase="warm_start", counters=CacheCounters(fx_hit=1),
+                       accuracy=acc)
+    assert art.judge(out) == ("hot-loaded outputs differ from eager: output type Opaque "
+                                    "at out['extra'] cannot be compared")
+    passed = out.model_copy(update={"accuracy": acc.model_copy(update={"passed": True})})
+    assert art.judge(passed) is None

@@ -346,9 +346,10 @@ def test_the_device_lock_lets_one_measuring_section_run_at_a_time(tmp_path: Path
     events = [line.split() for line in log.read_text().splitlines()]
     assert [e[0] for e in events] == ["in", "out"] * 3  # never two sections at once
     # each section knows how long the device was idle before it: unknown for the first,
-    # moments for those that waited for it (they need no long warm-up)
+    # moments for those that waited for it (they need no long warm-up); the bound is loose
+    # because a loaded 2-core machine can take seconds to wake the next process
     idles = [e[2] for e in events if e[0] == "in"]
-    assert idles[0] == "None" and all(float(x) < 1.0 for x in idles[1:])
+    assert idles[0] == "None" and all(0 <= float(x) < 10.0 for x in idles[1:])
 
 
 # --- the "reads nothing the change touches" rule ------------------------------------------
@@ -837,7 +838,7 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
             time.sleep(0.2)  # base's timing could start before head's keys are in
         if spec.phase == "warm":
             seen.append((name.split("-")[0], spec.model, spec.reference_suite,
-                         spec.reference_root))
+                         spec.reference_code.root if spec.reference_code else None))
         if spec.model == "b" and head:
             return worker_output(spec, fx_key="fbchanged",
                                  components={**BASE_COMPONENTS, "gm": "gmotherxxxxxxxxx"})

@@ -12,6 +12,7 @@ import torch
 from compilewatch.compiler import worker
 from compilewatch.compiler.worker import _clone
 from compilewatch.core.schema import Config
+from compilewatch.suites.imports import SideCode
 
 
 class Out(NamedTuple):
@@ -88,7 +89,8 @@ def _timed(tmp, suite, reference, root=None):  # type: ignore[no-untyped-def]
 
     spec = WorkerSpec(suite=str(suite), model="mm", config=Config(), phase="warm", large=False,
                       rounds=4, block_ms=2.0, time_steady_state=True,
-                      reference_suite=str(reference), reference_root=root,
+                      reference_suite=str(reference),
+                      reference_code=SideCode(root=root) if root else None,
                       out=str(tmp / "out.json"),
                       status_file=str(tmp / "status"))
     (tmp / "spec.json").write_text(spec.model_dump_json())
@@ -167,7 +169,8 @@ def test_what_base_suite_imported_from_its_checkout_is_forgotten_before_head_bui
     head = _package_checkout(tmp_path / "head", 8)
     spec = WorkerSpec(suite=str(head), model="mm", config=Config(), phase="warm", large=False,
                       rounds=1, block_ms=1.0, time_steady_state=True,
-                      reference_suite=str(base), reference_root=str(tmp_path / "base"),
+                      reference_suite=str(base),
+                      reference_code=SideCode(root=str(tmp_path / "base")),
                       out="", status_file="")
     notes: list[str] = []
     m, ref = build(spec, notes)
@@ -197,11 +200,11 @@ def test_a_model_that_does_not_fit_beside_the_reference_is_built_alone(
     real = worker.Model
     calls: list[str | None] = []
 
-    def model(spec, suite=None):  # type: ignore[no-untyped-def]
+    def model(spec, suite=None, code=None):  # type: ignore[no-untyped-def]
         calls.append(suite)
         if suite is None and len(calls) == 2:  # head's first build, beside the reference
             raise worker.Failure(Category.OOM, "CUDA out of memory")
-        return real(spec, suite)
+        return real(spec, suite, code)
 
     monkeypatch.setattr(worker, "Model", model)
     notes: list[str] = []
@@ -213,11 +216,11 @@ def test_a_model_that_does_not_fit_beside_the_reference_is_built_alone(
 
     calls.clear()
 
-    def broken(spec, suite=None):  # type: ignore[no-untyped-def]
+    def broken(spec, suite=None, code=None):  # type: ignore[no-untyped-def]
         calls.append(suite)
         if suite is None:
             raise worker.Failure(Category.BUILD_ERROR, "head's own bug")
-        return real(spec, suite)
+        return real(spec, suite, code)
 
     monkeypatch.setattr(worker, "Model", broken)
     with pytest.raises(worker.Failure) as e:

@@ -211,3 +211,28 @@ def test_reference_samples_pair_with_their_own_process_or_the_file_is_refused(
             Latency(**fields)
     else:
         assert Latency(**fields).referenced_per_process() == groups
+
+
+def test_accuracy_from_before_where_and_why_were_recorded_still_loads() -> None:
+    """``where``, ``failure`` and ``reason`` were added within version 2: a file without them
+    loads, and so does one whose output could not be compared (its own category)."""
+    from compilewatch.core.schema import STATUS_OF, Category, Status
+
+    data = _valid()
+    for r in data["results"]:
+        for key in ("where", "failure", "reason"):
+            del r["accuracy"][key]
+    old = parse_results(data)
+    assert old.results[0].accuracy is not None and old.results[0].accuracy.where is None
+    new = _valid()
+    new["results"][0].update(status="fail", category="accuracy_uncomparable")
+    new["results"][0]["accuracy"].update(
+        passed=False, where="out['extra']", failure="uncomparable",
+        reason="output type Opaque at out['extra'] cannot be compared")
+    loaded = parse_results(new).results[0]
+    assert loaded.category is Category.ACCURACY_UNCOMPARABLE
+    assert STATUS_OF[loaded.category] is Status.FAIL and loaded.accuracy is not None
+    assert loaded.accuracy.failure == "uncomparable"
+    new["results"][0]["accuracy"]["failure"] = "maybe"
+    with pytest.raises(ResultsFileError, match="failure"):
+        parse_results(new)

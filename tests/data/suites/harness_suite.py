@@ -1,5 +1,6 @@
 """Models that exercise the harness itself: breaks, recompiles, and every way to fail."""
 
+import dataclasses
 import os
 import time
 
@@ -126,6 +127,41 @@ def random_output():
     """Eager does not repeat itself: not a pass, whatever the compiler does."""
     def fn(x):
         return x + torch.rand_like(x)
+
+    return fn, (torch.randn(8),)
+
+
+@dataclasses.dataclass
+class Prediction:
+    """An output that is not a tensor: each of its fields is an output."""
+
+    probs: torch.Tensor
+    shifted: torch.Tensor
+    label: str
+
+
+@model("wrong_dataclass")
+def wrong_dataclass():
+    """One field of a returned dataclass is off by +1.0 in compiled code only."""
+    def fn(x):
+        shifted = x + 1.0 if torch.compiler.is_compiling() else x
+        return Prediction(torch.sigmoid(x), shifted * 2, "scores")
+
+    return fn, (torch.randn(8),)
+
+
+class Opaque:
+    """An output type that no rule compares."""
+
+    def __init__(self, total):
+        self.total = total
+
+
+@model("opaque_output")
+def opaque_output():
+    """Returns an object of a plain class beside a tensor: not judged, so not a pass."""
+    def fn(x):
+        return {"y": torch.relu(x), "extra": Opaque(x.sum())}
 
     return fn, (torch.randn(8),)
 
