@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from compilewatch.bot.measuring import suite_sources
-from compilewatch.suites.loader import BUILTIN, resolve_suites
+from compilewatch.bot.measuring import side_code, suite_sources
+from compilewatch.bot.suite_listing import load_suites
+from compilewatch.suites.loader import BUILTIN
 from compilewatch.suites.registry import ModelSpec
 
 
@@ -46,7 +47,8 @@ def default_sources(repo: Path = Path(".")) -> list[str]:
 
 
 def suites_command(*, suites: list[str], repo: Path = Path(".")) -> list[SuiteEntry]:
-    """Every suite asked for (default: ``default_sources``) with its models."""
+    """Every suite asked for (default: ``default_sources``) with its models, a suite file
+    listed as ``run`` lists it: by a child that imports it from the repository's own code."""
+    listed = load_suites(suites or default_sources(repo), code=side_code(repo))
     return [SuiteEntry(name=s.name, source=s.source,
-                       models=tuple(_entry(m) for m in s.models.values()))
-            for s in resolve_suites(suites or default_sources(repo))]
+                       models=tuple(_entry(m) for m in s.models.values())) for s in listed]
