@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import signal
 import sys
 import traceback
@@ -26,8 +27,42 @@ F = TypeVar("F", bound=Callable[..., Any])
 DB_HELP = "Database URL (sqlite:///path or postgresql+psycopg://...). Env: COMPILEWATCH_DB."
 
 
+LOG_WIDTH = 180  # columns of a table printed into a log or a pipe (no terminal, no $COLUMNS)
+NO_COLOR = "compilewatch.no_color"  # ctx.meta key, set by --no-color on the group or a command
+
+
 def _stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def _no_color(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[NO_COLOR] = True
+
+
+color_option = click.option(
+    "--no-color", is_flag=True, expose_value=False, callback=_no_color,
+    help="No colour in what is printed (the NO_COLOR environment variable does the same).")
+json_option = click.option(
+    "--json", "as_json", is_flag=True,
+    help="Print one JSON object instead of the table (its shape is documented in docs/cli.md "
+         "and kept stable).")
+
+
+def _console(*, stderr: bool = False) -> Any:
+    """Where tables go: rich's own detection of the terminal's width and colours (with
+    ``COLUMNS``, ``NO_COLOR``, ``FORCE_COLOR``), colour off with ``--no-color``. Off a terminal
+    (CI logs, pipes) a table is ``LOG_WIDTH`` wide unless ``COLUMNS`` says otherwise: rich's 80
+    would fold a log's every row."""
+    from rich.console import Console
+
+    ctx = click.get_current_context(silent=True)
+    no_color = bool(ctx is not None and ctx.meta.get(NO_COLOR))
+    console = Console(stderr=stderr, no_color=True if no_color else None,
+                      highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console.width = LOG_WIDTH
+    return console
 
 
 def handle_errors(fn: F) -> F:
@@ -169,6 +204,7 @@ warm_cache_options = _stacked(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="compilewatch")
+@color_option
 def main() -> None:
     """compilewatch: measure torch.compile on model suites, compare, and report.
 
@@ -205,7 +241,7 @@ def main() -> None:
               help="No timing processes: the cold process times steady state itself.")
 @click.option("--no-diagnostics", "diagnostics", is_flag=True, flag_value=False, default=True,
               help="Do not keep each cold compile's structured trace (TORCH_TRACE format, gzip) "
-                   "in OUT's folder beside it (RESULTS.diagnostics/).")
+                   "in OUT's folder beside it (RESULTS.diagnostics/RUN_ID/).")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None,
               help=DB_HELP + " Default: the embedded SQLite file (see docs/storage.md).")
 @click.option("--no-db", is_flag=True, help="Do not store the run in any database.")
@@ -214,6 +250,7 @@ def main() -> None:
               help="Exit 0 even when nothing was measured (every model skipped, e.g. "
                    "--device cuda without a GPU).")
 @warm_cache_options
+@color_option
 @handle_errors
 def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     """Measure suites through Dynamo -> AOTAutograd -> Inductor and write a results file.
@@ -228,13 +265,18 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     Example:
       compilewatch run --suite micro --device cpu --out results.json
     """
+    from compilewatch.bot.render.run_table import summary_table
     from compilewatch.bot.run import RunRequest, run_command
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
-    run_command(RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
-                           allow_empty=allow_empty, **kwargs))
+    console = _console(stderr=True)
+    results = run_command(RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
+                                     allow_empty=allow_empty, **kwargs), console=console)
+    if not measure.quiet:
+        console.print(summary_table(results, width=console.width))
+        console.print(f"results: {kwargs['out']}", markup=False)
 
 
 @main.command("nightly")
@@ -376,18 +418,30 @@ def report_cmd(results: str, out: Path, db_url: str | None) -> None:
 
 
 @main.command("suites")
-@click.option("--suite", "suites", multiple=True, help="Only these suites (names, files, modules).")
+@click.option("--suite", "suites", multiple=True,
+              help="Only these suites (names, files, modules). Default: the repository's "
+                   "[tool.compilewatch] suites, then every built-in.")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Checkout whose [tool.compilewatch] suites are listed.")
+@json_option
+@color_option
 @handle_errors
-def suites_cmd(suites: tuple[str, ...]) -> None:
-    """List the suites and the models in each.
+def suites_cmd(suites: tuple[str, ...], repo: Path, as_json: bool) -> None:
+    """List the suites and the models in each (the names --suite and --model take).
 
     \b
     Example:
       compilewatch suites --suite micro
+      compilewatch suites --json | jq -r '.suites[].models[].name'
     """
-    from compilewatch.bot.run import suites_command
+    from compilewatch.bot.render.listings import suites_json, suites_text
+    from compilewatch.bot.suites import suites_command
 
-    suites_command(suites=list(suites))
+    entries = suites_command(suites=list(suites), repo=repo)
+    if as_json:
+        click.echo(suites_json(entries), nl=False)
+    else:
+        _console().print(suites_text(entries))
 
 
 @main.group("db")
@@ -475,6 +529,7 @@ def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
 @click.option("--repo", default=None,
               help="Only runs of this repository: OWNER/NAME as recorded (its origin remote), "
                    "or a checkout directory, e.g. '.'.")
+@json_option
 @handle_errors
 def runs_cmd(**kwargs: Any) -> None:
     """List the stored runs, newest first, with the ids that compare and report take.
@@ -484,14 +539,22 @@ def runs_cmd(**kwargs: Any) -> None:
     \b
     Example:
       compilewatch runs --trigger local --limit 5
+      compilewatch runs --json | jq -r '.runs[0].run_id'
       compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format html --out compare.html
     """
+    from compilewatch.bot.render.listings import runs_json
     from compilewatch.bot.render.runs_table import render_runs
     from compilewatch.bot.runs import runs_command
 
+    as_json = kwargs.pop("as_json")
     listing = runs_command(**kwargs)
-    if listing.runs:
-        click.echo(render_runs(listing.runs))
+    if as_json:
+        click.echo(runs_json(listing.runs, stored=listing.stored, database=listing.db_url),
+                   nl=False)
+    elif listing.runs:
+        console = _console()  # its width: the terminal's, or COLUMNS; None in a pipe or log
+        fits = console.is_terminal or os.environ.get("COLUMNS", "").isdigit()
+        click.echo(render_runs(listing.runs, width=console.width if fits else None))
     else:
         click.echo(f"no stored run matches in {listing.db_url} ({listing.stored} runs stored)")
 
@@ -515,6 +578,7 @@ def runs_cmd(**kwargs: Any) -> None:
                    "trend page there.")
 @click.option("--allow-empty", is_flag=True,
               help="Compare even when a side measured nothing (every model skipped).")
+@color_option
 @handle_errors
 def compare_cmd(**kwargs: Any) -> None:
     """Compare BASE and HEAD (results files or run ids) and render verdicts per model.
@@ -529,22 +593,26 @@ def compare_cmd(**kwargs: Any) -> None:
       compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format table
     """
     from compilewatch.bot.compare import compare_command
+    from compilewatch.bot.judge.verdicts import raise_on_gating, same_run_note
 
     if kwargs["fmt"] == "html" and kwargs["out"] is None and _stdout_is_terminal():
         raise UsageError("--format html writes a whole page: pass --out report.html and open "
                          "it in a browser (or pipe the output to a file)")
-    from compilewatch.core.errors import RegressionFound
+    fail_on_regression = kwargs.pop("fail_on_regression")
+    comparison, text = compare_command(**kwargs)
+    if comparison.same_run:
+        click.echo(f"compilewatch: warning: {same_run_note(comparison.base.run_id)}", err=True)
+    if kwargs["out"] is not None:
+        click.echo(f"wrote {kwargs['out']}", err=True)
+    elif kwargs["fmt"] == "table":  # fitted to this terminal, in colour where it has any
+        from compilewatch.bot.render.comparison_table import build_table
 
-    def wrote() -> None:
-        if kwargs["out"] is not None:
-            click.echo(f"wrote {kwargs['out']}", err=True)
-
-    try:
-        compare_command(**kwargs)
-    except RegressionFound:
-        wrote()  # the output is written before a gating regression exits 1
-        raise
-    wrote()
+        console = _console()
+        console.print(build_table(comparison, console.width))
+    else:
+        click.echo(text, nl=False)
+    if fail_on_regression:  # after the output: CI keeps the report
+        raise_on_gating(comparison)
 
 
 @main.group("baseline")
@@ -623,6 +691,7 @@ def baseline_update_cmd(**kwargs: Any) -> None:
               help="Accept a side in which nothing was measured (every model skipped).")
 @warm_cache_options
 @click.option("--quiet", "-q", is_flag=True, help="No summary table.")
+@color_option
 @handle_errors
 def pr_cmd(**kwargs: Any) -> None:
     """Measure a change's merge-base and head in temporary worktrees, interleaved, and compare.
@@ -634,7 +703,10 @@ def pr_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch pr --base main --head my-branch --out compilewatch-out/pr
     """
+    from compilewatch.bot.judge.verdicts import raise_on_gating
+    from compilewatch.bot.outdir import OUT_FILES
     from compilewatch.bot.pr import PrRequest, pr_command
+    from compilewatch.bot.render.comparison_table import build_table
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"),
                                    measure_all=kwargs.pop("measure_all"),
@@ -642,7 +714,15 @@ def pr_cmd(**kwargs: Any) -> None:
                                    extra_cold_processes=kwargs.pop("extra_cold_processes"))
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
-    pr_command(PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs))
+    fail_on_regression = kwargs.pop("fail_on_regression")
+    comparison = pr_command(PrRequest(measure=measure,
+                                      warm_cache=warm_cache_options_from(kwargs), **kwargs))
+    if not measure.quiet:
+        console = _console()
+        console.print(build_table(comparison, console.width))
+        console.print(f"wrote {', '.join(OUT_FILES)} to {kwargs['out']}", markup=False)
+    if fail_on_regression:  # after every file is written: CI keeps them
+        raise_on_gating(comparison)
 
 
 @main.command("trends")
@@ -753,8 +833,9 @@ def post_cmd(use_check: bool, **kwargs: Any) -> None:
               help="OWNER/NAME to check the token can reach (what post and releases use).")
 @click.option("--github-url", envvar="GITHUB_API_URL", default=None,
               help="API base URL (GitHub Enterprise: https://HOST/api/v3). Env: GITHUB_API_URL.")
+@json_option
 @handle_errors
-def doctor_cmd(**kwargs: Any) -> None:
+def doctor_cmd(as_json: bool, **kwargs: Any) -> None:
     """Show what will and will not work on this machine: torch, Triton, CUDA and the GPU, the
     C++ compiler, cache dirs, the database and its schema, a GitHub token's scopes.
 
@@ -765,14 +846,16 @@ def doctor_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch doctor
       GITHUB_TOKEN=... compilewatch doctor --repo acme/models
+      compilewatch doctor --json | jq '.checks[] | select(.status == "fail")'
     """
     from compilewatch.bot.doctor import doctor, render_report
+    from compilewatch.bot.render.listings import doctor_json
 
     report = doctor(**kwargs)
-    click.echo(render_report(report))
+    click.echo(doctor_json(report) if as_json else render_report(report), nl=not as_json)
     if not report.can_run:
         raise EnvironmentProblem("this machine cannot run `compilewatch run`: fix the fail "
-                                 "lines above")
+                                 "lines " + ("of the JSON" if as_json else "above"))
 
 
 def entry() -> None:

@@ -2,8 +2,8 @@
 for each model with a regression, a new graph break or recompile, or a changed cache key,
 ``pr`` writes beside the kept traces (``diagnostics/<side>/<model>/cold.trace.gz``):
 
-- ``tlparse/`` — tlparse's report of each side's trace (``index.html``), where ``tlparse`` is
-  installed;
+- ``tlparse/`` — tlparse's report of each side's trace (``index.html``); where tlparse is
+  missing or fails, the model's diagnostics say why (``tlparse_missing``);
 - ``recompiles.txt`` — each side's graph breaks and recompile reasons with their guard failures;
 - ``code.diff`` — base -> head diff of the code Inductor generated for each graph, with run-
   specific paths and hashes masked so that only real differences remain.
@@ -17,13 +17,15 @@ from __future__ import annotations
 import difflib
 import gzip
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 from compilewatch.bot.judge.comparison import Comparison, ModelRow, Verdict
 from compilewatch.core.schema import Diagnostics, ModelResult, RunResults
@@ -104,16 +106,23 @@ def code_diff(base: Path, head: Path) -> str:
     return "".join(out) or "(the generated code is the same on both sides)\n"
 
 
-def _tlparse() -> str | None:
+Find = Callable[[], str | None]
+
+
+def find_tlparse() -> str | None:
+    """tlparse (a dependency of compilewatch) beside this interpreter, else on PATH: None where
+    neither has it (compilewatch installed without its dependencies, or run by another
+    interpreter)."""
     local = Path(sys.executable).parent / "tlparse"
     return str(local) if local.is_file() else shutil.which("tlparse")
 
 
-def tlparse(trace: Path, out: Path) -> str | None:
+def tlparse(trace: Path, out: Path, find: Find = find_tlparse) -> str | None:
     """tlparse's report of ``trace`` into ``out``; why not, or None when it worked."""
-    exe = _tlparse()
+    exe = find()
     if exe is None:
-        return "tlparse is not installed (pip install tlparse)"
+        return (f"tlparse is not installed beside {sys.executable} nor on PATH (it is a "
+                "dependency of compilewatch: pip install tlparse)")
     with tempfile.TemporaryDirectory(prefix="compilewatch-tlparse-") as tmp:
         log = Path(tmp) / "trace.log"
         with gzip.open(trace, "rb") as src, open(log, "wb") as dst:
@@ -121,6 +130,9 @@ def tlparse(trace: Path, out: Path) -> str | None:
         try:
             subprocess.run([exe, str(log), "-o", str(out), "--overwrite", "--no-browser"],
                            capture_output=True, check=True, timeout=TLPARSE_TIMEOUT_S)
+        except subprocess.CalledProcessError as e:
+            tail = (e.stderr or b"").decode(errors="replace").strip().splitlines()[-1:]
+            return f"tlparse failed (exit {e.returncode}){': ' + tail[0][:300] if tail else ''}"
         except (OSError, subprocess.SubprocessError) as e:
             return f"tlparse failed: {type(e).__name__}"
     return None
@@ -138,11 +150,12 @@ def _recompiles_text(side: str, r: ModelResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def attach(comparison: Comparison, runs: dict[str, RunResults], root: Path
-           ) -> dict[str, RunResults]:
+def attach(comparison: Comparison, runs: dict[str, RunResults], root: Path,
+           find: Find = find_tlparse) -> dict[str, RunResults]:
     """Write the diagnostics of every flagged row under ``root`` (the output directory, where
     the traces already are) and return the runs with each flagged model's ``diagnostics``
-    naming them."""
+    naming them, and saying why a tlparse report is missing (the comment and the report show
+    it: a report silently absent reads as one never made)."""
     extra: dict[tuple[str, str, str], dict[str, str]] = {}
     for row in comparison.rows:
         ident = (row.suite, row.model, row.config)
@@ -162,8 +175,11 @@ def attach(comparison: Comparison, runs: dict[str, RunResults], root: Path
                                              encoding="utf-8")
             found["code_diff"] = str((where / "code.diff").relative_to(root))
             for side, trace in traces.items():
-                if tlparse(trace, where / f"tlparse-{side}") is None:
+                why = tlparse(trace, where / f"tlparse-{side}", find)
+                if why is None:
                     found[f"tlparse_{side}"] = str((where / f"tlparse-{side}").relative_to(root))
+                else:
+                    found[f"tlparse_missing_{side}"] = why
         extra[ident] = found
     return {s: _with(run, extra, s) for s, run in runs.items()}
 
@@ -177,7 +193,35 @@ def _with(run: RunResults, extra: dict[tuple[str, str, str], dict[str, str]],
             d = r.diagnostics or Diagnostics()
             d = d.model_copy(update={"recompiles": found.get("recompiles"),
                                      "code_diff": found.get("code_diff"),
-                                     "tlparse": found.get(f"tlparse_{side}")})
+                                     "tlparse": found.get(f"tlparse_{side}"),
+                                     "tlparse_missing": found.get(f"tlparse_missing_{side}")})
             r = r.model_copy(update={"diagnostics": d})
         results.append(r)
     return run.model_copy(update={"results": results})
+
+
+def relink(comparison: Comparison, roots: dict[str, Path | None], page: Path) -> Comparison:
+    """The rows' diagnostics as links from ``page`` (the HTML file written). A path in a
+    results file is relative to the folder that file was written in (``roots``: each side's,
+    None where unknown), which is seldom the page's folder: ``compare --out compare.html``
+    linked ``results.diagnostics/...`` beside itself, where nothing was. A file that is not
+    where its results say is no link but a note that says where it was looked for."""
+    rows = []
+    for row in comparison.rows:
+        links: dict[str, str] = {}
+        notes: list[str] = []
+        for what, path in row.diagnostics.items():
+            root = roots.get("base" if what.endswith("(base)") else "head")
+            if root is None:
+                notes.append(f"{what}: {path}, in the folder this run's results file was "
+                             "written to (not recorded in the run)")
+                continue
+            target = root / path
+            if target.exists():
+                rel = os.path.relpath(target, page.parent.resolve())
+                links[what] = quote(Path(rel).as_posix())
+            else:
+                notes.append(f"{what}: not found at {target} (moved or deleted since the run)")
+        rows.append(row.model_copy(update={"diagnostics": links,
+                                           "notes": [*row.notes, *notes]}))
+    return comparison.model_copy(update={"rows": rows})

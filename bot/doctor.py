@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Literal
 
 from github import GithubException
 
+from compilewatch.bot.diagnostics import Find, find_tlparse
 from compilewatch.bot.github.client import (
     Credentials,
     RetryPolicy,
@@ -69,7 +71,7 @@ def _environment(python: str, probe: Probe) -> tuple[list[Check], Environment | 
     gpu = (Check("GPU", "ok", f"{env.gpu} ×{env.gpu_count} (CUDA {env.cuda or '?'}, driver "
                               f"{env.driver or '?'}): --device cuda works")
            if env.gpu_count else
-           Check("GPU", "warn", "none visible: --device cuda skips every model (and exits 2); "
+           Check("GPU", "warn", "none visible: --device cuda is refused (exit 2); "
                                 "CPU runs work"))
     triton = env.triton or "not installed (needed for GPU compiles only)"
     return [Check("torch", "ok", f"{env.torch}" + (f" (git {env.torch_git[:10]})"
@@ -86,6 +88,25 @@ def _compiler(which: Which) -> Check:
         return Check("C++ compiler", "fail", f"none of {', '.join(wanted)} on PATH: Inductor's "
                                              "CPU backend compiles C++ (install g++)")
     return Check("C++ compiler", "ok", f"{found} (Inductor's CPU backend)")
+
+
+def _tlparse(find: Find) -> Check:
+    """tlparse turns a flagged model's trace into the report compiler engineers read; it is a
+    dependency, so missing means compilewatch was installed without its dependencies or runs
+    in another interpreter."""
+    exe = find()
+    if exe is None:
+        return Check("tlparse", "warn", f"not beside {sys.executable} nor on PATH: `pr` writes "
+                                        "no tlparse report of a flagged model (its comment "
+                                        "says why); pip install tlparse")
+    try:
+        version = subprocess.run([exe, "--version"], capture_output=True, text=True,
+                                 timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return Check("tlparse", "warn", f"{exe} does not run ({type(e).__name__}): `pr` writes "
+                                        "no tlparse report of a flagged model")
+    return Check("tlparse", "ok", f"{version or 'tlparse'} ({exe}): `pr` writes a report of "
+                                  "each flagged model's trace")
 
 
 def _writable(path: Path) -> bool:
@@ -176,11 +197,11 @@ def _github(token_env: str, repo: str | None, github_url: str | None) -> Check:
 def doctor(*, db_url: str | None = None, token_env: str = "GITHUB_TOKEN",
            repo: str | None = None, github_url: str | None = None,
            python: str = sys.executable, environment: Probe = collect_environment,
-           which: Which = shutil.which) -> DoctorReport:
+           which: Which = shutil.which, tlparse: Find = find_tlparse) -> DoctorReport:
     """Every check, in the order they are shown."""
     env_checks, _ = _environment(python, environment)
-    return DoctorReport([_python(), *env_checks, _compiler(which), _cache_dirs(),
-                         _database(db_url), _github(token_env, repo, github_url)])
+    return DoctorReport([_python(), *env_checks, _compiler(which), _tlparse(tlparse),
+                         _cache_dirs(), _database(db_url), _github(token_env, repo, github_url)])
 
 
 def render_report(report: DoctorReport) -> str:

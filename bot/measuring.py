@@ -35,6 +35,7 @@ from compilewatch.compiler.schedule import (
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import (
     MAX_ORIGINS,
+    MAX_SHORT_CHARS,
     SCHEMA_VERSION,
     Code,
     Environment,
@@ -253,7 +254,7 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
                   sources: list[str], options: MeasureOptions, started: str,
                   trigger: str = "local", side: str | None = None, run_id: str | None = None,
                   host: HostCheck | None = None, finished: bool = True,
-                  code: Code | None = None) -> RunResults:
+                  code: Code | None = None, results_dir: Path | None = None) -> RunResults:
     """One place that turns measurements into a results file, for ``run``, ``pr`` and
     ``nightly`` alike. ``finished=False``: a checkpoint of a run still going (``finished_at``
     stays null)."""
@@ -270,8 +271,15 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
                              preload_compile_path=r.preload_compile_path,
                              extra_processes=(r.extra_processes or 0) if trigger == "pr" else 0,
                              extra_cold_processes=(r.extra_cold_processes or 0)
-                             if trigger == "pr" else 0),
+                             if trigger == "pr" else 0,
+                             results_dir=_recordable(results_dir)),
         results=model_results, host=host, code=code)
+
+
+def _recordable(folder: Path | None) -> str | None:
+    """A results file's folder, absolute, where the schema can hold it (256 characters)."""
+    text = None if folder is None else str(folder.resolve())
+    return text if text is not None and len(text) <= MAX_SHORT_CHARS else None
 
 
 def host_check(device: str, python: str = sys.executable) -> HostCheck | None:

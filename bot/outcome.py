@@ -10,9 +10,10 @@ can accept an empty run with ``--allow-empty``.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 from compilewatch.core.errors import NothingMeasured
-from compilewatch.core.schema import Category, ModelResult, RunResults, Status
+from compilewatch.core.schema import Category, Environment, ModelResult, RunResults, Status
 from compilewatch.suites.imports import ForeignCode
 
 SHORT_ID = 12  # characters of a run id in messages (any unique prefix selects the run)
@@ -26,12 +27,16 @@ def _measured(r: ModelResult) -> bool:
         Category.INFRA, Category.BUILD_ERROR, Category.FOREIGN_CODE)
 
 
-def nothing_measured(results: RunResults) -> str | None:
-    """Why nothing was measured in a run (None: something was): the models' reasons, grouped."""
+def nothing_measured(results: RunResults, written_to: Path | None = None) -> str | None:
+    """Why nothing was measured in a run (None: something was): the models' reasons, grouped.
+    ``written_to``: a run refused before it was stored is named by its results file, never by
+    an id that ``compilewatch runs`` would not list."""
     models = results.results
     if any(_measured(r) for r in models):
         return None
-    where = f"nothing was measured in run {results.run_id[:SHORT_ID]}"
+    where = (f"nothing was measured in run {results.run_id[:SHORT_ID]}" if written_to is None
+             else f"nothing was measured (the results are in {written_to}; the run is not "
+                  "stored)")
     if not models:
         return f"{where}: it holds no model results"
     groups: dict[str, list[ModelResult]] = defaultdict(list)
@@ -47,13 +52,29 @@ def nothing_measured(results: RunResults) -> str | None:
 
 
 def check_something_measured(results: RunResults, allow_empty: bool, *,
-                             label: str | None = None) -> None:
+                             label: str | None = None, written_to: Path | None = None) -> None:
     """Raise ``NothingMeasured`` (exit 2) for a run in which nothing was measured, unless the
     user asked for that (``allow_empty``). ``label`` names the run in the message ("head")."""
-    why = nothing_measured(results)
+    why = nothing_measured(results, written_to)
     if why is not None and not allow_empty:
         raise NothingMeasured(f"{label + ': ' if label else ''}{why}. Fix the cause, or pass "
                               "--allow-empty to accept a run without measurements")
+
+
+def check_device_available(env: Environment, device: str, allow_empty: bool,
+                           python: str) -> None:
+    """``--device cuda`` where the interpreter sees no GPU: every model would be skipped, so
+    refuse before anything starts (nothing written, nothing stored, no run id), unless the user
+    asked to record the skips (``allow_empty``)."""
+    if device != "cuda" or env.gpu_count or allow_empty:
+        return
+    build = " (a CPU-only build)" if env.cuda is None else ""
+    raise NothingMeasured(
+        f"--device cuda: torch {env.torch}{build} in {python} sees no GPU "
+        "(torch.cuda.is_available() is False), so every model would be skipped; nothing was "
+        "measured, written or stored. Use --device cpu, run on a machine with a GPU "
+        "(compilewatch doctor shows what this one has), or pass --allow-empty to record the "
+        "skipped run")
 
 
 def check_own_code(*runs: RunResults) -> None:

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import click
-
 from compilewatch.bot import diagnostics
 from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
@@ -34,7 +32,6 @@ from compilewatch.bot.judge.project import (
     load_project_config,
     noise_bands_of,
 )
-from compilewatch.bot.judge.verdicts import raise_on_gating
 from compilewatch.bot.measuring import (
     MeasureOptions,
     build_results,
@@ -186,7 +183,6 @@ class PrRequest:
     no_db: bool = False
     allow_empty: bool = False
     report_url: str | None = None
-    fail_on_regression: bool = False
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     warm_cache: WarmCacheOptions = field(default_factory=WarmCacheOptions)
 
@@ -317,7 +313,7 @@ def _display(sources: list[str], tree: Path) -> list[str]:
 
 def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
             req: PrRequest, stage: Path) -> Comparison:
-    """Write, store, print; a gating regression is raised last so CI keeps every file."""
+    """Write the output folder and store both runs."""
     # A side without a model to measure (a --model the PR adds) is fine; a side whose models were
     # all skipped, or two empty sides, is not.
     # the checkpoints (base.json, head.json) show what was measured; nothing else is written
@@ -332,9 +328,4 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
         "report.html": render(comparison, "html")}, stage)
     if not req.no_db:
             store_runs(req.db_url, *(runs[s] for s in SIDES))
-    if not req.measure.quiet:
-        click.echo(render(comparison, "table"))
-        click.echo(f"wrote {', '.join(OUT_FILES)} to {req.out}")
-    if req.fail_on_regression:
-        raise_on_gating(comparison)
-    return comparison
+    return comparison  # the CLI prints it, then raises on a gating regression if asked

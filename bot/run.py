@@ -8,6 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.console import Console
+
 from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.judge.project import load_project_config
@@ -22,8 +24,13 @@ from compilewatch.bot.measuring import (
     side_code,
     suite_sources,
 )
-from compilewatch.bot.outcome import check_own_code, check_something_measured
-from compilewatch.bot.render.run_table import log_console, summary_table
+from compilewatch.bot.outcome import (
+    SHORT_ID,
+    check_device_available,
+    check_own_code,
+    check_something_measured,
+)
+from compilewatch.bot.render.run_table import log_console
 from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
@@ -52,9 +59,10 @@ class RunRequest:
     warm_cache: WarmCacheOptions = field(default_factory=WarmCacheOptions)
 
 
-def run_command(req: RunRequest) -> RunResults:
+def run_command(req: RunRequest, *, console: Console | None = None) -> RunResults:
     """Measure, write ``req.out`` (after every model, then finished) and store the run
-    (``db_url`` or the embedded SQLite default)."""
+    (``db_url`` or the embedded SQLite default). ``console``: where the progress goes (the
+    CLI's, so that its width and colour settings hold); the summary is the caller's to print."""
     req.measure.check()
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
@@ -63,18 +71,22 @@ def run_command(req: RunRequest) -> RunResults:
                      modes=req.modes, dtypes=req.dtypes, dynamics=req.dynamics)
     started, run_id = now(), uuid.uuid4().hex
     env = collect_environment(req.python)
+    check_device_available(env, req.measure.device, req.allow_empty, req.python)
     host = host_check(req.measure.device, req.python)
-    console = log_console()
+    console = console or log_console()
 
     def results_of(done: list[ModelResult], finished: bool = True) -> RunResults:
         return build_results(done, env=env, git=gitutil.head_info(req.repo), sources=sources,
                              options=req.measure, started=started, run_id=run_id, host=host,
                              finished=finished,
-                             code=code_record(code, modules_of(suites), done))
+                             code=code_record(code, modules_of(suites), done),
+                             results_dir=req.out.parent)
     with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
         keys = load_project_config(req.repo).cache_public_keys
         wc = resolve_warm_cache(req.warm_cache, env, dest=Path(dl), trusted_keys=keys)
-        kept = req.out.parent / f"{req.out.stem}.diagnostics" if req.diagnostics else None
+        # a folder per run: the next run with the same --out keeps this one's traces
+        kept = req.out.parent / f"{req.out.stem}.diagnostics" / run_id[:SHORT_ID] \
+            if req.diagnostics else None
         opts = req.measure.run_options(req.python, cache_root=req.cache_dir, warm_cache=wc,
                                        diagnostics_dir=kept, diagnostics_base=req.out.parent,
                                        code=code)
@@ -85,10 +97,8 @@ def run_command(req: RunRequest) -> RunResults:
     results = results_of([j.result for j in measured["run"]])
     save_results(results, req.out)
     check_own_code(results)
-    check_something_measured(results, req.allow_empty)  # an empty run is never stored
+    # an empty run is never stored, so the message names its file, not its id
+    check_something_measured(results, req.allow_empty, written_to=req.out)
     if not req.no_db:
             store_runs(req.db_url, results)
-    if not req.measure.quiet:
-        console.print(summary_table(results))
-        console.print(f"results: {req.out}")
     return results

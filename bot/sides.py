@@ -25,3 +25,13 @@ def load_side(spec: str, db_url: str | None) -> RunResults:
                          "'-' or '_': a stored run's id or a unique prefix of it)")
     with connect(db_url, must_exist=True) as db:
         return load_run(db, spec)
+
+
+def results_root(spec: str, run: RunResults) -> Path | None:
+    """Where the run's diagnostics paths start: the folder of the results file given, else the
+    folder the run recorded when it was written (a run read back from the database)."""
+    path = Path(spec)
+    if path.is_file():
+        return path.parent.resolve()
+    recorded = run.settings.results_dir
+    return Path(recorded) if recorded else None

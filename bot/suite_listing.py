@@ -47,6 +47,10 @@ def list_suite(source: str, python: str = sys.executable, code: SideCode | None 
     """The repository's suite, imported in a child with the workers' allow-listed environment
     (its module-level code must not see the job's credentials) from the side's own ``code``;
     its answer is checked."""
+    if source.endswith(".py") or Path(source).is_file():
+        # the child runs in a folder of its own: a file relative to ours (``--suite
+        # models.py``, or the pyproject's suites from ``.``) would not be found there
+        source = str(Path(source).absolute())
     with tempfile.TemporaryDirectory(prefix="compilewatch-listing-") as tmp:
         out = Path(tmp) / "listing.json"
         args = [python, "-m", "compilewatch.suites.listing", source, str(out)]

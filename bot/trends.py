@@ -104,6 +104,10 @@ def explain_empty(runs: list[RunInfo], filters: Filters, db_url: str) -> str:
     return text
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def trends_command(*, out: Path, db_url: str | None = None, suite: str | None = None,
                    ref: str | None = "main", trigger: str | None = "nightly",
                    since: datetime | None = None, repo: str | None = None,
@@ -126,8 +130,8 @@ def trends_command(*, out: Path, db_url: str | None = None, suite: str | None = 
     index = write_site(trends, out)
     n_models = sum(len(s.models) for s in trends.suites)
     n_steps = sum(len(m.steps) for s in trends.suites for m in s.models)
-    summary = (f"compilewatch: wrote {index} ({len(trends.suites)} suites, {n_models} model "
-               f"configs, {n_steps} model steps)")
+    summary = (f"compilewatch: wrote {index} ({_count(len(trends.suites), 'suite')}, "
+               f"{_count(n_models, 'model config')}, {_count(n_steps, 'model step')})")
     warning = f"compilewatch: {why}" if why else None
     if filters.repository is None and len(trends.repositories) > 1:
         names = ", ".join(r or "(none recorded)" for r in trends.repositories)

@@ -200,6 +200,14 @@ def ratio(base: Groups, head: Groups, *, confidence: float = 0.95, prior: Prior 
                     paired)
 
 
+def process_mean(groups: Groups) -> float | None:
+    """The geometric mean of each process's median: the scale every ratio here is taken on, so
+    the values shown beside a ratio agree with it (a median pooled over all samples mixes
+    processes that ran at different host speeds, and can move the other way)."""
+    logs = [m for g in groups if (m := _log_median(g)) is not None]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
 def level(groups: Groups, *, confidence: float = 0.95) -> tuple[float, float, float] | None:
     """A value with its interval from per-process samples (e.g. a speedup): the geometric mean
     of the process medians, interval from their spread. None without positive samples."""

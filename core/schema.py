@@ -377,6 +377,7 @@ class Diagnostics(_Model):
     tlparse: RelPath | None = None  # tlparse's report of that log (a folder with index.html)
     recompiles: RelPath | None = None  # graph breaks and recompile reasons, text (pr)
     code_diff: RelPath | None = None  # base -> head diff of the generated code (pr)
+    tlparse_missing: Text | None = None  # why tlparse made no report of a flagged model (pr)
 
 
 class ModuleOrigin(_Model):
@@ -498,6 +499,10 @@ class RunSettings(_Model):
     # first ones, to confirm it) could get (its notes say when it did)
     extra_processes: Count32 = 0
     extra_cold_processes: Count32 = 0
+    # the folder the results file was written to, absolute, on the machine that measured: where
+    # the models' ``diagnostics`` paths start, so a run read back from the database still finds
+    # its traces (None: not recorded, or too long to record)
+    results_dir: Short | None = None
 
 
 class HostCheck(_Model):

@@ -100,7 +100,10 @@ def check(code: SideCode, names: Iterable[str] | None = None) -> dict[str, Modul
         mine = _provides(code, name) if top in provided else None
         if mine is not None:
             raise _refusal(code, name, where[0], f"this side's checkout has {mine}")
-        home = next((h for h in homes if _inside(where, h)), None)
+        # an environment inside the user's checkout (its .venv) holds installed copies, not
+        # the repository's code: torch from there is no more the repository's than elsewhere
+        home = None if _installed(where) else next((h for h in homes if _inside(where, h)),
+                                                   None)
         if home is not None:
             raise _refusal(code, name, where[0], f"that is the repository's own checkout at "
                                                   f"{home}, not this side's")
@@ -153,6 +156,12 @@ def _locations(module: ModuleType) -> list[str]:
         return [p for p in list(path or ()) if isinstance(p, str) and os.path.isabs(p)]
     except Exception:  # a hostile __path__; then nothing is known of it
         return []
+
+
+def _installed(locations: list[str]) -> bool:
+    """Loaded from an environment's install folder (site-packages, dist-packages)."""
+    return any(part in ("site-packages", "dist-packages")
+               for p in locations for part in Path(p).parts)
 
 
 def _inside(locations: list[str], root: str) -> bool:

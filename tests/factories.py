@@ -323,6 +323,10 @@ class FakeLauncher:
                                     str(cache), cache.is_dir() and any(cache.iterdir())))
         cache.mkdir(parents=True, exist_ok=True)
         (cache / f"compiled-by-{launch.name}").write_text("")  # what a compile leaves there
+        if launch.spec.trace_dir:  # and torch's structured trace, where one was asked for
+            Path(launch.spec.trace_dir).mkdir(parents=True, exist_ok=True)
+            (Path(launch.spec.trace_dir) / "dedicated_log_torch_trace.log").write_text(
+                f"V1203 trace of {launch.name}\n")
         if self.raise_on is not None and len(FakeLauncher.launches) == self.raise_on:
             raise KeyboardInterrupt  # the job is cancelled while this process runs
         on_phase(f"{launch.spec.phase}: compile")

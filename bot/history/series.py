@@ -84,9 +84,20 @@ class ModelTrend:
 @dataclass(frozen=True)
 class SuiteTrend:
     suite: str
-    nights: int
+    runs: int
     series: tuple[Series, ...]
     models: tuple[ModelTrend, ...] = field(default_factory=tuple)
+    dates: int = 0  # distinct UTC dates the runs started on
+
+    def span(self, trigger: str | None) -> str:
+        """How much history this is: nights only for nightly runs one date apart each
+        (two local runs minutes apart are not "2 nights")."""
+        if trigger == "nightly" and self.dates == self.runs:
+            return f"{self.runs} night{'s' if self.runs != 1 else ''}"
+        text = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        if self.dates < self.runs:
+            text += f" on {self.dates} date{'s' if self.dates != 1 else ''}"
+        return text
 
     def columns(self) -> list[tuple[str, str]]:
         """(metric, header) of the model table: every metric of ``COLUMNS``, except a warm
@@ -157,7 +168,9 @@ def _suite_trend(suite: str, rows: list[ResultPoint]) -> SuiteTrend:
     for r in rows:
         by_model[(r.suite, r.model, r.config_slug)].append(r)
     models = tuple(_model_trend(k, v) for k, v in sorted(by_model.items()))
-    return SuiteTrend(suite=suite, nights=len(runs), series=tuple(series), models=models)
+    dates = {run_rows[0].time.date() for run_rows in runs.values()}
+    return SuiteTrend(suite=suite, runs=len(runs), series=tuple(series), models=models,
+                      dates=len(dates))
 
 
 def load_trends(db: Database, *, suite: str | None = None, ref: str | None = "main",

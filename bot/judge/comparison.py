@@ -197,6 +197,11 @@ class Comparison(_Data):
     gating_regression: bool
     notes: list[str] = Field(default_factory=list)
 
+    @property
+    def same_run(self) -> bool:
+        """Base and head are one run: the comparison can find nothing (its notes say so)."""
+        return self.base.run_id == self.head.run_id
+
     def flagged(self) -> list[ModelRow]:
         """Rows worth a line in the comment's table: anything but unchanged."""
         return [r for r in self.rows if r.verdict is not Verdict.UNCHANGED]

@@ -97,3 +97,16 @@ def _which(check: HostCheck, n: HostNoise) -> str:
     if not n.gpu_run:
         return "CPU was"
     return "CPU and GPU were" if n.cpu and n.gpu else ("CPU was" if n.cpu else "GPU was")
+
+
+def run_note(check: HostCheck | None) -> str | None:
+    """One run's line, where its preflight found the host too noisy: what that means for the
+    numbers of a run seen on its own (a comparison says it through its verdicts)."""
+    n = of_check(check)
+    if check is None or not (n.cpu or n.gpu):
+        return None
+    timed = ("timings" if not n.gpu_run or n.gpu
+             else "compile times and launch-bound models' timings")
+    return (f"the host's {_which(check, n)} too noisy during this run ({check.detail}): its "
+            f"{timed} may be off by more than a change would move them; a comparison with "
+            "this run says \"too noisy to judge\" for them and never gates")

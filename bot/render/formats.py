@@ -19,9 +19,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from compilewatch.bot.judge.comparison import Comparison
-from compilewatch.bot.render import filters, sitemap
+from compilewatch.bot.judge.host import run_note
+from compilewatch.bot.judge.verdicts import shown_per_call
+from compilewatch.bot.render import filters, run_table, sitemap
 from compilewatch.bot.render.comparison_table import render_table
 from compilewatch.bot.render.escape import headline, md_code, md_escape, shorten
+from compilewatch.bot.render.run_table import disagrees
 from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import geomean
 from compilewatch.core.schema import RunResults, Status
@@ -196,7 +199,11 @@ def render_run_html(results: RunResults) -> str:
         "breaks": sum(m.break_count for m in results.results),
         "recompiles": sum(len(m.recompiles) for m in results.results),
     }
-    return _env("html").get_template("run.html.j2").render(r=results, s=summary)
+    per_call = [shown_per_call(m.latency) if m.latency and m.latency.compiled_us
+                else (None, None) for m in models]
+    return _env("html").get_template("run.html.j2").render(
+        r=results, s=summary, host_note=run_note(results.host), per_call=per_call,
+        disagrees=[disagrees(m) for m in models], legend=run_table.LEGEND, mark=run_table.MARK)
 
 
 def render_json(comparison: Comparison) -> str:

@@ -15,9 +15,22 @@ def _cells(r: RunInfo) -> tuple[str, ...]:
             ",".join(r.suites) or "-", f"{r.n_pass}/{r.n_results} pass", r.repository or "-")
 
 
-def render_runs(runs: list[RunInfo]) -> str:
-    """A header line and one line per run, columns padded to their widest cell."""
+DROP_FIRST = ("repository", "suites", "commit", "models")  # on a narrow terminal, in order
+
+
+def render_runs(runs: list[RunInfo], width: int | None = None) -> str:
+    """A header line and one line per run, columns padded to their widest cell. Wider than
+    ``width``: the secondary columns go (``DROP_FIRST``), and the last line names them."""
     rows = [COLUMNS, *(_cells(r) for r in runs)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                     for row in rows)
+    kept = list(range(len(COLUMNS)))
+    for name in DROP_FIRST:
+        if width is None or sum(widths[i] + 2 for i in kept) - 2 <= width:
+            break
+        kept.remove(COLUMNS.index(name))
+    lines = ["  ".join(row[i].ljust(widths[i]) for i in kept).rstrip() for row in rows]
+    hidden = [c for i, c in enumerate(COLUMNS) if i not in kept]
+    if hidden:
+        lines.append(f"(not shown at {width} columns: {', '.join(hidden)}; --json has every "
+                     "field)")
+    return "\n".join(lines)

@@ -92,3 +92,34 @@ def test_html_is_not_printed_into_a_terminal(sides, tmp_path, monkeypatch):
     assert r.exit_code == 0 and out.read_text().startswith("<!DOCTYPE html>")
     r = CliRunner().invoke(main, ["compare", str(base), str(head), "--format", "table"])
     assert r.exit_code == 0 and "micro/m" in r.output  # text formats still print
+
+
+SAME_RUN = "base and head are the same run (base-run-000"
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html", "json", "table"])
+@pytest.mark.parametrize("how", ["file twice", "file and its id", "id and a prefix of it"])
+def test_comparing_a_run_with_itself_warns_and_the_output_says_so(sides, tmp_path, fmt, how):
+    base, _, _ = sides
+    url = f"sqlite:///{tmp_path / 'cw.db'}"
+    assert _run("ingest", str(base), "--db", url).exit_code == 0
+    pair = {"file twice": (str(base), str(base)),
+            "file and its id": (str(base), "base-run-0001"),
+            "id and a prefix of it": ("base-run-0001", "base-run")}[how]
+    out = tmp_path / f"c.{fmt}"
+    r = _run("compare", *pair, "--format", fmt, "--out", str(out), "--db", url,
+             "--repo", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert f"compilewatch: warning: {SAME_RUN}" in r.stderr
+    text = out.read_text(encoding="utf-8")
+    if fmt == "json":
+        assert json.loads(text)["notes"][0].startswith(SAME_RUN)
+    else:
+        assert SAME_RUN in text.replace("\\", "")  # markdown escapes its punctuation
+
+
+def test_two_runs_get_no_same_run_warning(sides, tmp_path):
+    base, head, _ = sides
+    for fmt in ("table", "json"):
+        r = _run("compare", str(base), str(head), "--format", fmt, "--repo", str(tmp_path))
+        assert r.exit_code == 0 and "same run" not in r.output

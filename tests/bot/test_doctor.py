@@ -4,6 +4,7 @@ lookup are injected; GitHub is the fake, spoken to by the real client."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,29 @@ def test_doctor_command_prints_one_screen_and_exits_by_the_main_job(tmp_path: Pa
         assert name in res.output
     assert "main job (compilewatch run --device cpu): can run" in res.output
     assert not (tmp_path / "cw.db").exists()
+
+
+def test_doctor_json_is_one_object_with_every_check(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["doctor", "--json", "--db", f"sqlite:///{tmp_path / 'cw.db'}",
+                                    "--token-env", "CW_DOCTOR_TEST_TOKEN"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert (data["kind"], data["version"], data["can_run"]) == ("doctor", 1, True)
+    names = [c["name"] for c in data["checks"]]
+    for name in ("python", "torch", "GPU", "C++ compiler", "cache dirs", "database", "GitHub"):
+        assert name in names
+    assert all(set(c) == {"name", "status", "detail"} for c in data["checks"])
+    assert {c["status"] for c in data["checks"]} <= {"ok", "info", "warn", "fail"}
+    assert not (tmp_path / "cw.db").exists()
+
+
+def test_doctor_json_of_a_machine_that_cannot_run_exits_2_after_the_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CXX", "surely-no-such-compiler")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    res = CliRunner().invoke(main, ["doctor", "--json", "--db", f"sqlite:///{tmp_path / 'cw.db'}",
+                                    "--token-env", "CW_DOCTOR_TEST_TOKEN"])
+    assert res.exit_code == 2, res.output
+    data = json.loads(res.stdout)
+    assert data["can_run"] is False
+    assert next(c for c in data["checks"] if c["name"] == "C++ compiler")["status"] == "fail"

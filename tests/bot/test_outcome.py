@@ -3,6 +3,8 @@ models were skipped, unless the user asked for an empty run (``--allow-empty``).
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from click.testing import CliRunner
 from compilewatch.bot.cli import main
 from compilewatch.bot.outcome import check_something_measured, nothing_measured
 from compilewatch.core.errors import NothingMeasured
-from compilewatch.core.schema import Category, save_results
+from compilewatch.core.schema import Category, load_results, save_results
 from tests.factories import model_result, run_results
 
 NO_GPU = ("device cuda requested but torch.cuda.is_available() is False on this machine")
@@ -82,15 +84,53 @@ def test_baseline_update_refuses_an_empty_run(tmp_path: Path) -> None:
 
 def test_run_fails_when_nothing_was_measured_even_quietly(tmp_path: Path,
                                                          harness_suite: str) -> None:
-    """``--device cuda`` on this machine (no GPU): every model is skipped by its worker; the run
-    exits 2 saying why, even with -q, and stores nothing."""
+    """``--device cuda`` on this machine (no GPU): refused before anything starts, with one
+    message (no note about compile slots first), even with -q: nothing written, nothing
+    stored, and no run id named (``runs`` would not list it)."""
     out = tmp_path / "r.json"
     db = tmp_path / "cw.db"
     args = ["run", "--suite", harness_suite, "--model", "breaks", "--device", "cuda",
             "--no-warm", "-q", "--out", str(out), "--db", f"sqlite:///{db}"]
     res = CliRunner().invoke(main, args)
-    assert res.exit_code == 2 and "nothing was measured" in res.output
-    assert "torch.cuda.is_available() is False" in res.output
-    assert out.is_file()  # the results file keeps every model's reason
-    assert not db.exists()  # the empty run is not stored
-    assert CliRunner().invoke(main, [*args, "--allow-empty"]).exit_code == 0
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("compilewatch: error: --device cuda: ")
+    assert "torch.cuda.is_available() is False" in res.output and "--device cpu" in res.output
+    assert "note:" not in res.output and not re.search(r"\b[0-9a-f]{12}\b", res.output)
+    assert not out.exists() and not db.exists()
+
+
+def test_an_accepted_empty_run_names_only_a_stored_id(tmp_path: Path, harness_suite: str
+                                                      ) -> None:
+    """With --allow-empty the skipped run is recorded: it is written, stored, and ``runs``
+    lists it."""
+    out, url = tmp_path / "r.json", f"sqlite:///{tmp_path / 'cw.db'}"
+    res = CliRunner().invoke(main, ["run", "--suite", harness_suite, "--model", "breaks",
+                                    "--device", "cuda", "--no-warm", "--out", str(out),
+                                    "--db", url, "--allow-empty"])
+    assert res.exit_code == 0, res.output
+    run_id = load_results(out).run_id
+    listed = CliRunner().invoke(main, ["runs", "--db", url, "--json"])
+    assert [r["run_id"] for r in json.loads(listed.stdout)["runs"]] == [run_id]
+    named = set(re.findall(r"\b[0-9a-f]{12}\b", res.output))
+    assert named <= {run_id[:12]}
+
+
+def test_a_run_refused_after_measuring_names_its_file_not_an_unstored_id(
+        tmp_path: Path, harness_suite: str) -> None:
+    """Every model skipped for another reason (here: a package the model needs is missing):
+    the file is written for its reasons, the run is not stored, and the message names the file
+    instead of a run id that ``runs`` would not list."""
+    suite = tmp_path / "needs.py"
+    suite.write_text("from compilewatch.suites import model\n\n"
+                     "@model('needy', requires=('surely_not_installed_pkg',))\n"
+                     "def needy():\n    import torch\n"
+                     "    return torch.nn.Linear(2, 2), (torch.randn(1, 2),)\n",
+                     encoding="utf-8")
+    out, db = tmp_path / "r.json", tmp_path / "cw.db"
+    res = CliRunner().invoke(main, ["run", "--suite", str(suite), "--no-warm", "-q",
+                                    "--out", str(out), "--db", f"sqlite:///{db}"])
+    assert res.exit_code == 2, res.output
+    assert f"the results are in {out}; the run is not stored" in res.output
+    assert load_results(out).run_id[:12] not in res.output
+    assert "surely_not_installed_pkg" in res.output and not db.exists()

@@ -410,7 +410,7 @@ def test_end_to_end_then_post(repo: Path, tmp_path: Path, fake_github: FakeGitHu
     assert (out / diag["graph breaks and recompiles"]).read_text().count("graph break") >= 1
     assert (out / diag["generated code diff"]).is_file()
     assert (out / diag["trace (head)"]).stat().st_size > 0
-    assert (out / diag["tlparse report (head)"]).is_file()  # tlparse is in the test extra
+    assert (out / diag["tlparse report (head)"]).is_file()  # tlparse is a dependency
     assert "diagnostics, in the run" in comment
 
     fake_github.add_pull(REPO, 7, head_sha)
@@ -494,3 +494,41 @@ def test_a_model_the_change_cannot_reach_is_not_measured(repo: Path, tmp_path: P
     fixed = next(r for r in head.results if r.model == "fixed")
     assert fixed.harness_s.get("compile") is None and fixed.harness_s["trace"] > 0
     assert "1 untouched by the change" in (out / "comment.md").read_text()
+
+
+def test_pr_prints_a_table_that_fits_and_exits_1_after_writing(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI prints pr's table (the library no longer does), fitted to COLUMNS, and raises
+    on a gating regression only after every file is written. The real loop, no process."""
+    import functools
+    import re
+
+    import compilewatch.bot.pr as pr
+    from compilewatch.compiler import schedule
+    from tests.factories import FakeLauncher, worker_output
+
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"models.py": suite_file("a") + "\n# slower\n"}, "B")
+    monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)  # whatever this host is like
+
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        head = name.startswith("head")
+        return worker_output(spec, compiled_us=400.0 if head else 50.0,
+                             fx_key="headkey" if head else None)
+
+    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, output=output))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["pr", "--repo", str(repo), "--base", "main", "--head",
+                                    "feature", "--out", str(out), "--no-db", "--rounds", "3",
+                                    "--no-warm", "--fail-on-regression"],
+                             env={"COLUMNS": "80"})
+    assert res.exit_code == 1, res.output
+    assert "gating regression" in res.output
+    assert (out / "comment.md").is_file() and (out / "report.html").is_file()
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", res.output).splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if "regressions 1" in line):]
+    assert max(len(line) for line in table) <= 80
+    assert any("/a" in line and "regression" in line for line in table)
+    assert f"wrote base.json, head.json, comparison.json, comment.md, report.html to {out}" \
+        in " ".join(res.output.split())

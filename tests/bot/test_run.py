@@ -88,3 +88,32 @@ def test_ready_compile_workers_reaches_every_worker_and_the_results(
     settings = load_results(out).settings
     assert settings.ready_compile_workers is ready
     assert (settings.extra_processes, settings.extra_cold_processes) == (0, 0)  # one side
+
+
+@pytest.mark.parametrize("how", ["--suite models.py", "--suite sub/models.py",
+                                 "[tool.compilewatch] suites"])
+def test_a_suite_file_relative_to_the_current_folder_is_found(
+        harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """The listing child runs in a folder of its own: a relative suite file (the README's
+    ``--suite`` with a file, or a repository's pyproject suites, run from its root) was looked
+    for there and "does not exist"."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from compilewatch.bot.cli import main
+
+    name = "sub/models.py" if "sub" in how else "models.py"
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(harness_suite, tmp_path / name)
+    args = ["--suite", name]
+    if how.startswith("[tool"):
+        (tmp_path / "pyproject.toml").write_text(f'[tool.compilewatch]\nsuites = ["{name}"]\n')
+        args = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, raise_on=None))
+    res = CliRunner().invoke(main, ["run", *args, "--model", "breaks", "--no-warm", "-q",
+                                    "--no-db", "--out", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    (result,) = load_results(tmp_path / "r.json").results
+    assert (result.model, result.status.value) == ("breaks", "pass")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import html as html_lib
+
+import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
 from compilewatch.bot.render.formats import render_run_html
-from compilewatch.core.schema import Category, save_results
+from compilewatch.core.schema import Category, HostCheck, save_results
 from compilewatch.db import store_runs
 from tests.factories import model_result, run_results
 
@@ -88,3 +91,27 @@ def test_run_report_golden():
     from tests.bot.render.test_formats import check_golden
 
     check_golden("run_report.html", render_run_html(_golden_run()))
+
+
+@pytest.mark.parametrize(("host", "said"), [
+    (None, None),  # not checked (an older file): nothing claimed
+    (HostCheck(cpu_spread=0.05, noisy=False, detail="CPU workload spread 5.0%"), None),
+    (HostCheck(cpu_spread=0.30, noisy=True, detail="CPU workload spread 30.0% (quietest of 3 "
+               "tries: 65.2%, 65.3%, 30.0%)"), "the host's CPU was too noisy during this run "
+                                               "(CPU workload spread 30.0% (quietest of 3 tries"),
+    (HostCheck(cpu_spread=0.02, gpu_spread=0.09, noisy=True, detail="GPU matmul spread 9.0%"),
+     "the host's GPU was too noisy during this run (GPU matmul spread 9.0%): its timings"),
+    (HostCheck(cpu_spread=0.90, gpu_spread=0.01, noisy=True, detail="CPU workload spread 90%"),
+     "CPU was too noisy during this run (CPU workload spread 90%): its compile times and "
+     "launch-bound models' timings"),
+])
+def test_run_report_says_when_the_host_was_noisy(tmp_path, host, said):
+    run = _run().model_copy(update={"host": host})
+    save_results(run, tmp_path / "r.json")
+    res = CliRunner().invoke(main, ["report", str(tmp_path / "r.json"), "--out",
+                                    str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    html = html_lib.unescape((tmp_path / "r.html").read_text(encoding="utf-8"))
+    assert ("Noisy host:" in html) == (said is not None)
+    if said:
+        assert said in html and "too noisy to judge" in html

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -63,3 +64,30 @@ def test_the_short_id_shown_works_in_compare_and_report(tmp_path: Path) -> None:
     res = cli.invoke(main, ["report", ids[2][:8], "--db", url, "--out",
                             str(tmp_path / "r.html")])
     assert res.exit_code == 0, res.output
+
+
+def test_runs_json_is_one_object_of_the_documented_shape(tmp_path: Path) -> None:
+    url, ids = _stored(tmp_path)
+    cli = CliRunner()
+    res = cli.invoke(main, ["runs", "--db", url, "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert (data["kind"], data["version"], data["stored"]) == ("runs", 1, 3)
+    assert data["database"].endswith("cw.db")
+    assert [r["run_id"] for r in data["runs"]] == ids[::-1]  # full ids, newest first
+    newest = data["runs"][0]
+    assert set(newest) == {"run_id", "started_at", "finished_at", "trigger", "side", "ref",
+                           "commit", "repository", "pr", "suites", "models", "passed",
+                           "status"}
+    assert newest["started_at"] == "2026-11-03T08:00:00Z"
+    assert (newest["ref"], newest["commit"], newest["repository"]) == ("feature", "3" * 40,
+                                                                       "other/thing")
+    assert (newest["trigger"], newest["suites"], newest["models"]) == ("local", ["micro"], 1)
+    for args, expected in ([["--trigger", "nightly"], [ids[1]]], [["--limit", "1"], [ids[2]]],
+                           [["--trigger", "pr"], []]):
+        data = json.loads(cli.invoke(main, ["runs", "--db", url, "--json", *args]).output)
+        assert [r["run_id"] for r in data["runs"]] == expected and data["stored"] == 3
+    # the id it gives selects the run
+    shown = cli.invoke(main, ["report", ids[0], "--db", url,
+                              "--out", str(tmp_path / "r.html")])
+    assert shown.exit_code == 0, shown.output

@@ -44,7 +44,7 @@ def db_url(tmp_path: Path) -> str:
 def test_load_trends_finds_the_step_at_its_night(db_url: str) -> None:
     with connect(db_url) as db:
         (suite,) = load_trends(db).suites
-    assert suite.suite == "micro" and suite.nights == 24
+    assert suite.suite == "micro" and (suite.runs, suite.dates) == (24, 24)
     by_model = {m.model: m for m in suite.models}
     steps = [(ser.metric, st.night, st.commit) for ser, st in by_model["mlp"].steps]
     assert steps == [("cold_s", STEP_NIGHT, NIGHT_COMMITS[STEP_NIGHT])]
@@ -174,7 +174,7 @@ def test_trends_repo_filters_and_the_page_names_the_repository(tmp_path: Path) -
     assert "acme/models" in index and "other/thing" not in index
     with connect(url) as db:
         (suite,) = load_trends(db, trigger="local", repository="other/thing").suites
-    assert suite.nights == 1
+    assert suite.runs == 1
 
 
 def test_trends_help_names_the_triggers() -> None:
@@ -246,3 +246,36 @@ def test_dashboard_golden(db_url: str) -> None:
     from tests.bot.render.test_formats import check_golden
 
     check_golden("trends_index.html", _index(db_url))
+
+
+@pytest.mark.parametrize(("trigger", "times", "drawn", "said"), [
+    # the quickstart twice: two local runs minutes apart were called "2 nights"
+    ("local", ["2026-12-03T10:20:00", "2026-12-03T10:24:00"], "local", "2 runs on 1 date"),
+    ("local", ["2026-12-01T10:20:00", "2026-12-03T10:24:00"], "local", "2 runs"),
+    ("nightly", ["2026-12-01T03:00:00", "2026-12-02T03:00:00", "2026-12-03T03:00:00"],
+     "nightly", "3 nights"),
+    ("nightly", ["2026-12-03T03:00:00"], "nightly", "1 night"),
+    # a nightly retried the same night: two runs, not two nights
+    ("nightly", ["2026-12-03T03:00:00", "2026-12-03T05:00:00"], "nightly", "2 runs on 1 date"),
+    # every trigger drawn: what the runs were is not known, so runs
+    ("nightly", ["2026-12-01T03:00:00", "2026-12-02T03:00:00"], "*", "2 runs"),
+    ("pr", ["2026-12-01T03:00:00", "2026-12-02T03:00:00"], "pr", "2 runs"),
+])
+def test_the_dashboard_says_nights_only_for_nightly_runs_on_different_dates(
+        tmp_path: Path, trigger: str, times: list[str], drawn: str, said: str) -> None:
+    url = f"sqlite:///{tmp_path / 'cw.db'}"
+    with connect(url) as db:
+        for i, t in enumerate(times):
+            run = nightly_history(1)[0].model_copy(update={"run_id": f"run-{i:08d}",
+                                                           "created_at": f"{t}+00:00"})
+            run.settings.trigger = trigger  # type: ignore[assignment]
+            ingest(db, run)
+    res = CliRunner().invoke(main, ["trends", "--out", str(tmp_path / "site"), "--db", url,
+                                    "--trigger", drawn, "--ref", "*"])
+    assert res.exit_code == 0, res.output
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    (heading,) = re.findall(r"<h2>Suite micro <span class=\"muted\">\(([^)]*)\)", index)
+    assert heading == f"{said}, 2 model configs"
+    assert ("night" in heading) == said.endswith(("night", "nights"))
+    # the summary counts in words that agree with their numbers ("1 suites" once)
+    assert "(1 suite, 2 model configs, 0 model steps)" in res.output

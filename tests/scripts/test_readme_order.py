@@ -1,7 +1,8 @@
-"""The README's commands in the README's order, in one checkout: the quickstart, the PR demo,
-then tests. The quickstart used to fill compilewatch-out/, after which the PR demo (default
---out) and a test of `pr` failed on the output folder; the quickstart's closing advice led to
-overwriting its own results.
+"""The README's commands in the README's order, in one checkout: the quickstart twice, the
+compare of its two runs (whose trace links once pointed beside the page, at nothing, and whose
+second run wrote over the first one's traces), the PR demo, then tests. The quickstart used
+to fill compilewatch-out/, after which the PR demo (default --out) and a test of `pr` failed on
+the output folder; the quickstart's closing advice led to overwriting its own results.
 
 Cheap on purpose: one model, few rounds, no warm compile; a copy of the checkout (its tracked
 and unignored files) shares this checkout's .venv, so nothing is installed.
@@ -9,10 +10,14 @@ and unignored files) shares this checkout's .venv, so nothing is installed.
 
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -52,6 +57,20 @@ def test_quickstart_then_pr_demo_then_tests_in_one_checkout(tmp_path: Path) -> N
     assert (checkout / "compilewatch-out" / "run" / "report.html").is_file()
     assert out.count("compilewatch-out/run/report.html") == 1  # said once
     assert "run id: " in out and "compilewatch compare " in out and "OLD.json" not in out
+
+    # "after a change, run it again", then the README's compare of the two newest runs
+    _sh(["bash", "scripts/quickstart.sh", *QUICK], checkout, env)
+    listed = json.loads(_sh([".venv/bin/compilewatch", "runs", "--limit", "2", "--json"],
+                            checkout, env))
+    new, old = (r["run_id"][:12] for r in listed["runs"])
+    page = checkout / "compilewatch-out" / "compare.html"
+    _sh([".venv/bin/compilewatch", "compare", old, new, "--format", "html", "--out",
+         str(page.relative_to(checkout))], checkout, env)
+    links = [page.parent / unquote(html.unescape(h)) for h in
+             re.findall(r'<a href="([^"#][^"]*)">trace \((?:base|head)\)</a>', page.read_text())]
+    assert len(links) == 2 and all(t.is_file() for t in links), links
+    assert {old, new} == {t.parents[1].name for t in links}  # each run kept its own trace
+    _sh([".venv/bin/compilewatch", "suites"], checkout, env)  # the run's --model hint
 
     _sh(["bash", "scripts/demo_repo.sh", str(tmp_path / "demo")], checkout, env)
     _sh([".venv/bin/compilewatch", "pr", "--repo", str(tmp_path / "demo"), "--base", "main",

@@ -172,3 +172,31 @@ def test_a_submodule_of_the_repository_from_elsewhere_is_refused(tmp_path: Path)
     with pytest.raises(ForeignCode, match=r"module acme(\.b)? was imported from .*site.*this "
                                           r"side's checkout has acme/"):
         imports.check(_code(root))
+
+
+@pytest.mark.parametrize("install", ["site-packages", "dist-packages"])
+def test_an_environment_inside_the_users_checkout_is_not_the_repositorys_code(
+        tmp_path: Path, install: str) -> None:
+    """The usual layout, a .venv at the root of the user's checkout: a pr's side (a worktree
+    elsewhere) imports torch and every other package from there. Those are installed copies,
+    not the repository's code; they were refused as "the repository's own checkout"."""
+    home, tree = tmp_path / "checkout", tmp_path / "worktree"
+    _package(tree, "proj", "tree")
+    _package(home, "proj", "home")
+    site = home / ".venv" / "lib" / "python3.11" / install
+    _package(site, "thirdparty", "installed")
+    sys.path.append(str(site))
+    code = _code(tree, home=str(home))
+    imports.activate(code)
+    importlib.import_module("thirdparty")
+    assert importlib.import_module("proj").WHO == "tree"
+    origins = imports.check(code, ["thirdparty", "proj"])
+    assert origins["thirdparty"].where == "installed"
+    assert origins["proj"].where == "checkout"
+    # the repository's own module from the user's checkout is still refused
+    sys.modules.pop("proj")
+    sys.path.insert(0, str(home))
+    sys.path.remove(str(tree))
+    importlib.import_module("proj")
+    with pytest.raises(ForeignCode, match=r"module proj was imported from .*/checkout/proj/"):
+        imports.check(code, ["proj"])

@@ -93,21 +93,22 @@ def test_an_aa_pair_is_never_flagged_whatever_the_preflight(host: str) -> None:
 
 def test_the_report_says_which_unit_and_what_it_silenced() -> None:
     base = run_results([model_result("m", seed=1)])
+    other = base.model_copy(update={"run_id": "other-run-0001"})  # not the same run
     cpu = HostCheck(cpu_spread=0.909, gpu_spread=0.021, noisy=True,
                     detail="CPU workload spread 90.9%, GPU matmul spread 2.1%")
-    c = compare(base.model_copy(update={"host": cpu}), base.model_copy(update={"host": cpu}))
+    c = compare(base.model_copy(update={"host": cpu}), other.model_copy(update={"host": cpu}))
     assert c.notes[0].startswith("the host's CPU was too noisy to judge (CPU workload spread "
                                  "90.9%, GPU matmul spread 2.1%)")
     assert "GPU-bound models are judged on their own processes" in c.notes[0]
     gpu = HostCheck(cpu_spread=0.1, gpu_spread=0.08, noisy=True, detail="GPU matmul 8%")
-    c = compare(base.model_copy(update={"host": cpu}), base.model_copy(update={"host": gpu}))
+    c = compare(base.model_copy(update={"host": cpu}), other.model_copy(update={"host": gpu}))
     assert "the base run's CPU was too noisy" in c.notes[0]
     assert "the head run's GPU was too noisy" in c.notes[0]
     assert "timing and compile-time verdicts say so" in c.notes[0]  # both units, together
-    assert compare(base, base).notes == []
+    assert compare(base, other).notes == []
     flagged = HOSTS["gpu run, flagged by other limits"].model_copy(update={"detail": "x"})
     c = compare(base.model_copy(update={"host": flagged}),
-                base.model_copy(update={"host": flagged}))
+                other.model_copy(update={"host": flagged}))
     assert c.notes[0].startswith("the host's preflight said it was too noisy to judge (x)")
 
 

@@ -318,3 +318,35 @@ def test_concurrent_cold_compiles_change_only_where_wall_and_cpu_time_agree(case
     assert cold.base == pytest.approx(sorted(wb)[1]) and "wall and CPU time" in cold.method
     if case.endswith("alone sees a change"):
         assert cold.note and "disagree" in cold.note
+
+
+def _pooled(r: ModelResult) -> ModelResult:
+    """With the pooled medians a real run records (the factory keeps its own)."""
+    import statistics
+
+    lat = r.latency
+    assert lat is not None
+    return r.model_copy(update={"latency": lat.model_copy(update={
+        "compiled_median_us": statistics.median(lat.compiled_us),
+        "eager_median_us": statistics.median(lat.eager_us)})})
+
+
+@pytest.mark.parametrize(("base", "head"), [
+    # one slow process of three: the pooled median reads 100 -> 150 (+50%), the processes
+    # 215 -> 150 (-30%): the comparison once showed the first beside the second
+    ([100.0, 100.0, 1000.0], [150.0, 150.0, 150.0]),
+    ([150.0, 150.0, 150.0], [100.0, 100.0, 1000.0]),
+    ([200.0, 210.0], [200.0, 5000.0]),
+    ([50.0], [60.0]),  # one process a side: both scales agree
+])
+def test_compiled_time_shown_agrees_with_its_ratio(base: list[float], head: list[float]) -> None:
+    from tests.factories import timed_result
+
+    b, h = _pooled(timed_result("m", base, seed=1)), _pooled(timed_result("m", head, seed=2))
+    row = compare(run_results([b], run_id="base-run-0001"),
+                  run_results([h], run_id="head-run-0001")).rows[0]
+    for d in (row.compiled_time, row.eager_time):
+        assert d is not None and d.ratio is not None
+        assert d.head / d.base == pytest.approx(d.ratio, rel=1e-9)
+    shown = row.compiled_time
+    assert (shown.head > shown.base) == (shown.ratio > 1.0)
