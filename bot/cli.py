@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -28,6 +29,7 @@ DB_HELP = "Database URL (sqlite:///path or postgresql+psycopg://...). Env: COMPI
 
 
 LOG_WIDTH = 180  # columns of a table printed into a log or a pipe (no terminal, no $COLUMNS)
+ARGV = "compilewatch.argv"  # ctx.meta key: the arguments the top-level group was given
 NO_COLOR = "compilewatch.no_color"  # ctx.meta key, set by --no-color on the group or a command
 
 
@@ -63,6 +65,44 @@ def _console(*, stderr: bool = False) -> Any:
     if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         console.width = LOG_WIDTH
     return console
+
+
+class _Main(click.Group):
+    """The top-level group, keeping the arguments it was given (``let_go`` runs the same
+    command again)."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        raw = list(args)
+        ctx = super().make_context(info_name, args, parent, **extra)
+        ctx.meta[ARGV] = raw
+        return ctx
+
+
+def let_go_first(fetch: Callable[[], dict[str, str]] | None = None, *,
+                 keep_database: bool = False) -> None:
+    """Before a measuring command runs the repository's code: do what needs a credential
+    (``fetch``: its handover), then run again without any (``bot/credentials.py``). Only
+    when this process is the command: one that calls it as a library keeps its
+    environment."""
+    from compilewatch.bot.credentials import credentials, let_go, let_go_of
+
+    argv = click.get_current_context().meta.get(ARGV)
+    if argv == sys.argv[1:] and credentials(keep_database=keep_database):
+        let_go(argv, fetch() if fetch else None, keep_database=keep_database)
+    names = let_go_of()
+    if names:
+        click.echo(f"compilewatch: let go of {', '.join(names)} before running the "
+                   "repository's code", err=True)
+
+
+def drop_handover() -> None:
+    """Remove what was downloaded for this command before it let go (it is done)."""
+    from compilewatch.bot.cache.fetch import FETCHED
+
+    folder = os.environ.get(FETCHED)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def handle_errors(fn: F) -> F:
@@ -202,7 +242,8 @@ warm_cache_options = _stacked(
 """``--warm-cache`` and its companions, shared by ``run`` and ``pr``."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=_Main,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="compilewatch")
 @color_option
 def main() -> None:
@@ -271,9 +312,18 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
+    from compilewatch.bot.cache.fetch import handed_over
+    from compilewatch.bot.run import fetch_before_letting_go
+
+    req = RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
+                     allow_empty=allow_empty, **kwargs)
+    let_go_first(lambda: fetch_before_letting_go(req), keep_database=True)
     console = _console(stderr=True)
-    results = run_command(RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
-                                     allow_empty=allow_empty, **kwargs), console=console)
+    try:
+        results = run_command(dataclasses.replace(req, warm_cache=handed_over(req.warm_cache)),
+                              console=console)
+    finally:
+        drop_handover()
     if not measure.quiet:
         console.print(summary_table(results, width=console.width))
         console.print(f"results: {kwargs['out']}", markup=False)
@@ -334,6 +384,10 @@ def nightly_cmd(**kwargs: Any) -> None:
         keep_last=kwargs.pop("keep_last"), token_env=kwargs.pop("token_env"),
         github_url=kwargs.pop("github_url"), signing_key_env=kwargs.pop("signing_key_env"),
         signing_key_file=kwargs.pop("signing_key_file"))
+    if not (publish.to_dir or publish.to_release):
+        # measuring only (the workflow's measuring job): nothing here needs a credential; a
+        # nightly that publishes keeps the key it signs with (docs/security.md)
+        let_go_first(keep_database=True)
     nightly_command(NightlyRequest(measure=measure, publish=publish, **kwargs))
 
 
@@ -390,6 +444,7 @@ def calibrate_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.calibrate import CalibrateRequest, calibrate_command
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    let_go_first(keep_database=True)
     runs, bands = calibrate_command(CalibrateRequest(measure=measure, **kwargs))
     click.echo(f"run{'s' if len(runs) > 1 else ''} {', '.join(r.run_id for r in runs)}: "
                f"noise bands of {len(bands)} model(s), environment "
@@ -715,8 +770,18 @@ def pr_cmd(**kwargs: Any) -> None:
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
     fail_on_regression = kwargs.pop("fail_on_regression")
-    comparison = pr_command(PrRequest(measure=measure,
-                                      warm_cache=warm_cache_options_from(kwargs), **kwargs))
+    from compilewatch.bot.cache.fetch import handed_over
+    from compilewatch.bot.credentials import check_database
+    from compilewatch.bot.pr import fetch_before_letting_go
+
+    req = PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs)
+    check_database(req.db_url, req.no_db)
+    let_go_first(lambda: fetch_before_letting_go(req))
+    try:
+        comparison = pr_command(dataclasses.replace(req,
+                                                    warm_cache=handed_over(req.warm_cache)))
+    finally:
+        drop_handover()
     if not measure.quiet:
         console = _console()
         console.print(build_table(comparison, console.width))

@@ -22,12 +22,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 from compilewatch.bot.judge.comparison import Comparison, ModelRow, Verdict
+from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.schema import Diagnostics, ModelResult, RunResults
 
 TLPARSE_TIMEOUT_S = 300
@@ -123,8 +123,8 @@ def tlparse(trace: Path, out: Path, find: Find = find_tlparse) -> str | None:
     if exe is None:
         return (f"tlparse is not installed beside {sys.executable} nor on PATH (it is a "
                 "dependency of compilewatch: pip install tlparse)")
-    with tempfile.TemporaryDirectory(prefix="compilewatch-tlparse-") as tmp:
-        log = Path(tmp) / "trace.log"
+    with owned_temporary("compilewatch-tlparse-") as tmp:
+        log = tmp / "trace.log"
         with gzip.open(trace, "rb") as src, open(log, "wb") as dst:
             shutil.copyfileobj(src, dst)
         try:

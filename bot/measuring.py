@@ -21,8 +21,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.render.run_table import log_console
 from compilewatch.compiler import schedule
+from compilewatch.compiler.children import run_module
 from compilewatch.compiler.cpus import available as available_cpus
-from compilewatch.compiler.processes import Isolation, base_env
+from compilewatch.compiler.processes import Isolation, allowed_env, base_env
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import (
     Event,
@@ -91,8 +92,8 @@ def code_record(code: SideCode, modules: dict[str, ModuleOrigin],
 def collect_environment(python: str = sys.executable) -> Environment:
     """Ask the interpreter under test (it may be another torch build) where it runs."""
     try:
-        out = subprocess.run([python, "-m", "compilewatch.compiler.environment"],
-                             capture_output=True, text=True, check=True, timeout=300)
+        out = run_module(python, "compilewatch.compiler.environment", env=allowed_env(),
+                         timeout=300, check=True)
     except (OSError, subprocess.SubprocessError) as e:
         detail = getattr(e, "stderr", "") or str(e)
         raise UsageError(f"cannot query the environment of {python}: {detail[-2000:]}") from None
@@ -286,9 +287,8 @@ def host_check(device: str, python: str = sys.executable) -> HostCheck | None:
     """The host's own noise before measuring (``compiler/hostcheck.py``, in the interpreter
     under test); None when it cannot run (the run goes on, unchecked)."""
     try:
-        out = subprocess.run([python, "-m", "compilewatch.compiler.hostcheck", device],
-                             capture_output=True, text=True, check=True, timeout=300,
-                             env=base_env())
+        out = run_module(python, "compilewatch.compiler.hostcheck", device, env=base_env(),
+                         timeout=300, check=True)
         return HostCheck.model_validate_json(out.stdout)
     except (OSError, subprocess.SubprocessError, ValueError):
         return None

@@ -21,7 +21,12 @@ from pathlib import Path
 from typing import Literal
 
 from compilewatch.bot import diagnostics
-from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
+from compilewatch.bot.cache.fetch import (
+    WARM_PREFIX,
+    WarmCacheOptions,
+    fetch_handoff,
+    resolve_warm_cache,
+)
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.judge.comparison import Comparison
@@ -50,7 +55,8 @@ from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import JobRun, Side
-from compilewatch.core.errors import SuiteError, UsageError
+from compilewatch.compiler.tempdirs import owned_temporary
+from compilewatch.core.errors import GitError, SuiteError, UsageError
 from compilewatch.core.schema import (
     Environment,
     HostCheck,
@@ -77,6 +83,7 @@ class Refs:
     base: str  # the merge-base commit: what the base side measures
     head: str
     pr: int | None = None
+    base_tip: str = ""  # --base as given: its pinned keys are trusted, the merge-base's not
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,37 @@ def resolve_refs(repo: Path, *, base: str | None, head: str | None, pr: int | No
         head_ref, head_commit = head, gitutil.resolve_commit(repo, head)
     base_commit = gitutil.resolve_commit(repo, base)
     fork = gitutil.merge_base(repo, base_commit, head_commit)
-    return Refs(base_ref=base, head_ref=head_ref, base=fork, head=head_commit, pr=pr)
+    return Refs(base_ref=base, head_ref=head_ref, base=fork, head=head_commit, pr=pr,
+                base_tip=base_commit)
+
+
+def trusted_keys(repo: Path, commit: str) -> tuple[str, ...]:
+    """The cache keys ``commit``'s pyproject pins. ``pr`` reads them at the base branch's tip:
+    the PR picks its fork point, so a merge-base could bring back a retired key."""
+    try:
+        text = gitutil.git_bytes(repo, "show", f"{commit}:./pyproject.toml")
+    except GitError:
+        return ()  # no pyproject there: nothing pinned
+    with owned_temporary("compilewatch-keys-") as tmp:
+        (tmp / "pyproject.toml").write_bytes(text)
+        try:
+            return load_project_config(tmp).cache_public_keys
+        except UsageError as e:
+            raise UsageError(f"{commit[:12]}:pyproject.toml (the base branch's): "
+                             f"{str(e).removeprefix(str(tmp / 'pyproject.toml') + ': ')}"
+                             ) from None
+
+
+def fetch_before_letting_go(req: PrRequest) -> dict[str, str]:
+    """What needs the job's credentials, done before ``let_go``: the PR's head fetched
+    (``--pr``) and ``--warm-cache release`` downloaded (verified with the base branch's keys)
+    into a folder handed over to the command that runs the PR's code."""
+    refs = resolve_refs(req.repo, base=req.base, head=req.head, pr=req.pr)
+    if req.warm_cache.source != "release":
+        return {}
+    pythons = dict.fromkeys((req.base_python, req.head_python))
+    return fetch_handoff(req.warm_cache, [collect_environment(p).fingerprint for p in pythons],
+                         trusted_keys(req.repo, refs.base_tip))
 
 
 def side_sources(suites: Iterable[str], tree: Path) -> list[str]:
@@ -224,11 +261,15 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
              pythons: dict[SideName, str], same_env: bool, started: str,
              host: HostCheck | None, stage: Path, measure: Measure
              ) -> tuple[Comparison, dict[SideName, RunResults]]:
-    with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl, \
+    with owned_temporary(WARM_PREFIX) as dl, \
             worktrees(req.repo, {"base": refs.base, "head": refs.head}) as trees:
-        # whose artifacts may be loaded: the base checkout says, never the PR's own files
         project = load_project_config(trees["base"])
-        keys = project.cache_public_keys
+        # whose artifacts may be loaded: the base branch says, never the PR's own files
+        keys = trusted_keys(req.repo, refs.base_tip)
+        # one download per environment, however many sides share it
+        warm = {p: resolve_warm_cache(req.warm_cache, envs[p], dest=dl / f"env-{i}",
+                                      trusted_keys=keys)
+                for i, p in enumerate(dict.fromkeys(pythons.values()))}
         # both sides' pyprojects are read before any child starts: a bad one stops at once
         codes = {s: side_code(trees[s], home=req.repo, allow_installed=req.measure.allow_installed)
                  for s in SIDES}
@@ -243,8 +284,7 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
         check_models_matched(plans.values(), req.models)
         changed = changed_files(req.repo, refs, trees)
         sides = [Side(s, plans[s].jobs, req.measure.run_options(
-            pythons[s], warm_cache=resolve_warm_cache(req.warm_cache, envs[pythons[s]],
-                                                      dest=Path(dl) / s, trusted_keys=keys),
+            pythons[s], warm_cache=warm[pythons[s]],
             diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage,
             watch_root=trees[s], home_root=req.repo.resolve(), code=codes[s]))
                  for s in SIDES]

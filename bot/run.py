@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
-from compilewatch.bot.cache.fetch import WarmCacheOptions, resolve_warm_cache
+from compilewatch.bot.cache.fetch import (
+    WARM_PREFIX,
+    WarmCacheOptions,
+    fetch_handoff,
+    resolve_warm_cache,
+)
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.measuring import (
@@ -34,6 +38,7 @@ from compilewatch.bot.render.run_table import log_console
 from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
+from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.schema import ModelResult, RunResults, save_results
 from compilewatch.db import store_runs
 
@@ -59,6 +64,15 @@ class RunRequest:
     warm_cache: WarmCacheOptions = field(default_factory=WarmCacheOptions)
 
 
+def fetch_before_letting_go(req: RunRequest) -> dict[str, str]:
+    """What needs the job's credentials, done before ``let_go``: ``--warm-cache release``
+    downloaded (verified with the project's keys), handed over by folder."""
+    if req.warm_cache.source != "release":
+        return {}
+    return fetch_handoff(req.warm_cache, [collect_environment(req.python).fingerprint],
+                         load_project_config(req.repo).cache_public_keys)
+
+
 def run_command(req: RunRequest, *, console: Console | None = None) -> RunResults:
     """Measure, write ``req.out`` (after every model, then finished) and store the run
     (``db_url`` or the embedded SQLite default). ``console``: where the progress goes (the
@@ -81,9 +95,9 @@ def run_command(req: RunRequest, *, console: Console | None = None) -> RunResult
                              finished=finished,
                              code=code_record(code, modules_of(suites), done),
                              results_dir=req.out.parent)
-    with tempfile.TemporaryDirectory(prefix="compilewatch-warm-cache-") as dl:
+    with owned_temporary(WARM_PREFIX) as dl:
         keys = load_project_config(req.repo).cache_public_keys
-        wc = resolve_warm_cache(req.warm_cache, env, dest=Path(dl), trusted_keys=keys)
+        wc = resolve_warm_cache(req.warm_cache, env, dest=dl, trusted_keys=keys)
         # a folder per run: the next run with the same --out keeps this one's traces
         kept = req.out.parent / f"{req.out.stem}.diagnostics" / run_id[:SHORT_ID] \
             if req.diagnostics else None

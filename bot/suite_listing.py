@@ -14,11 +14,12 @@ import json
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from compilewatch.compiler.children import run_module
 from compilewatch.compiler.processes import base_env
+from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.errors import SuiteError
 from compilewatch.core.schema import ModuleOrigin
 from compilewatch.suites import listing
@@ -51,15 +52,17 @@ def list_suite(source: str, python: str = sys.executable, code: SideCode | None 
         # the child runs in a folder of its own: a file relative to ours (``--suite
         # models.py``, or the pyproject's suites from ``.``) would not be found there
         source = str(Path(source).absolute())
-    with tempfile.TemporaryDirectory(prefix="compilewatch-listing-") as tmp:
+    with owned_temporary("compilewatch-listing-") as tmp:
         out = Path(tmp) / "listing.json"
-        args = [python, "-m", "compilewatch.suites.listing", source, str(out)]
+        args = [source, str(out)]
         if code is not None:
             (Path(tmp) / "code.json").write_text(code.model_dump_json(), encoding="utf-8")
             args.append(str(Path(tmp) / "code.json"))
         try:
-            proc = subprocess.run(args, env=base_env(), cwd=tmp, capture_output=True, text=True,
-                                  timeout=LISTING_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            # killed with its session when it returns: a daemon the suite starts at import
+            # does not outlive the listing
+            proc = run_module(python, "compilewatch.suites.listing", *args, env=base_env(),
+                              cwd=Path(tmp), timeout=LISTING_TIMEOUT_S)
         except (OSError, subprocess.SubprocessError) as e:
             raise SuiteError(f"listing the models of {source} failed: {e}") from None
         text = _listing_text(out, source)

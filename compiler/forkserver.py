@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from compilewatch.compiler import proctree
+from compilewatch.compiler.children import module_command
 
-PER_CHILD = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", proctree.MARKER,
-                       "COMPILEWATCH_PARENT"})
+PER_CHILD = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", proctree.MARKER})
 READY_TIMEOUT_S = 600.0
 
 
@@ -103,9 +103,8 @@ def preload_modules(preload: list[str]) -> list[str]:
     return [m for name in preload for m in (name, *LAZY_HEAVY.get(name, ()))]
 
 
-def serve(preload: list[str]) -> int:
-    parent = os.environ.get("COMPILEWATCH_PARENT")
-    proctree.die_with_parent(int(parent) if parent and parent.isdigit() else None)
+def serve(preload: list[str], parent: int | None = None) -> int:
+    proctree.die_with_parent(parent)
     from compilewatch.compiler import worker
 
     import_s = worker.import_compiler_stack()
@@ -175,9 +174,9 @@ class ForkServer:
         self.needs_cuda = needs_cuda
         self._log = open(log, "ab")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(
-            [python, "-m", "compilewatch.compiler.forkserver", *(preload or [])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            env={**env, "COMPILEWATCH_PARENT": str(os.getpid())}, start_new_session=True)
+            module_command(python, "compilewatch.compiler.forkserver", *(preload or [])),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env,
+            start_new_session=True)
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self._stdin: IO[bytes] = self.proc.stdin
         self.hello = self._ready(self.proc.stdout)
@@ -292,4 +291,5 @@ class ForkedChild:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1:]))
+    # the parent as we find it, not as an environment variable tells it: no child is told a pid
+    sys.exit(serve(sys.argv[1:], os.getppid()))

@@ -18,7 +18,6 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -28,7 +27,8 @@ from typing import Literal, Protocol
 
 from pydantic import ValidationError
 
-from compilewatch.compiler import proctree
+from compilewatch.compiler import proctree, tempdirs
+from compilewatch.compiler.children import module_command
 from compilewatch.compiler.forkserver import PER_CHILD, ForkServer, ForkServerError
 from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
 from compilewatch.compiler.worker import ERROR_TAIL, STACKS, tail
@@ -50,9 +50,10 @@ ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "T
          "OPENBLAS_*", "KMP_*", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
          "TRANSFORMERS_OFFLINE", "TRANSFORMERS_CACHE", "XDG_CACHE_HOME", "TIMM_*",
          "SOURCE_DATE_EPOCH")
-# Never, even when allowed above: credentials by name.
-DENY = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*", "*_KEY", "*_KEY_*",
-        "*APIKEY*", "*API_KEY*", "GITHUB_*", "ACTIONS_*", "RUNNER_*", "AWS_*", "AZURE_*",
+SECRET_NAMES = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*", "*_KEY",
+                "*_KEY_*", "*APIKEY*", "*API_KEY*")
+# Never, even when allowed above: credentials by name, and services' settings.
+DENY = (*SECRET_NAMES, "GITHUB_*", "ACTIONS_*", "RUNNER_*", "AWS_*", "AZURE_*",
         "GOOGLE_*", "GCP_*", "GCLOUD_*", "CLOUDSDK_*", "DOCKER_*", "NPM_*", "PYPI_*",
         "TWINE_*", "SSH_*", "GPG_*", "COMPILEWATCH_DB", "COMPILEWATCH_SIGNING_KEY",
         "DATABASE_URL", "PG*", "REDIS*")
@@ -60,6 +61,16 @@ DENY = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*", "*_KEY"
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def is_credential(name: str) -> bool:
+    """Whether a variable is one no worker sees (a credential by name, or a service's)."""
+    return _matches(name, DENY)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable's name says it holds a secret (a token, a key, a password)."""
+    return _matches(name, SECRET_NAMES)
 
 
 def allowed_env(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -117,26 +128,11 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def _owner_alive(root: Path) -> bool:
-    try:
-        pid, started = (int(x) for x in (root / "owner").read_text().split())
-    except (OSError, ValueError):
-        # no owner file yet: a run that is starting, or one from before owners; keep if young
-        try:
-            return time.time() - root.stat().st_mtime < 3600
-        except OSError:
-            return False
-    return proctree.start_time(pid) == started
-
-
 def clean_stale_runs(tmp: Path | None = None) -> list[Path]:
-    """Remove the temp dirs of runs whose process is gone (a SIGKILLed run keeps them)."""
-    removed = []
-    for root in Path(tmp or tempfile.gettempdir()).glob(f"{RUN_PREFIX}*"):
-        if root.is_dir() and not root.is_symlink() and not _owner_alive(root):
-            shutil.rmtree(root, ignore_errors=True)
-            removed.append(root)
-    return removed
+    """Kill what runs that are gone left running (their marked processes, wherever they were
+    re-parented) and remove their temp folders: a SIGKILLed run keeps both."""
+    proctree.kill_all(proctree.orphaned())
+    return tempdirs.clean_stale(tmp)
 
 
 @dataclass(frozen=True)
@@ -182,9 +178,9 @@ class Launcher:
 
     def __enter__(self) -> Launcher:
         clean_stale_runs()
-        self.root = Path(tempfile.mkdtemp(prefix=RUN_PREFIX))
-        (self.root / "owner").write_text(f"{os.getpid()} {proctree.start_time(os.getpid())}")
-        self._run = self.root.name.removeprefix(RUN_PREFIX)
+        self.root = tempdirs.owned_tempdir(RUN_PREFIX)
+        # the owner first: a run's marked processes outlive it only until the next run
+        self._run = f"{proctree.owner_token()}-{self.root.name.removeprefix(RUN_PREFIX)}"
         self._started = proctree.now_ticks()
         proctree.become_subreaper()
         return self
@@ -218,8 +214,13 @@ class Launcher:
         if self.isolation == "fork":
             self._server(python, env)
 
+    def _own(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with the run's own temp folder: what a worker, torch (Inductor's
+        precompiled headers) or a model writes to ``TMPDIR`` goes with the run's folder."""
+        return {**env, "TMPDIR": str(self.workdir("tmp"))}
+
     def _server(self, python: str, env: dict[str, str]) -> ForkServer | None:
-        env = {k: v for k, v in env.items() if k not in PER_CHILD}
+        env = {k: v for k, v in self._own(env).items() if k not in PER_CHILD}
         key = (python, frozenset(env.items()))
         with self._lock:
             if key not in self._servers:
@@ -248,7 +249,7 @@ class Launcher:
                                               "status_file": str(work / "status")})
         spec_path, log_path = work / "spec.json", work / "log"
         spec_path.write_text(spec.model_dump_json(), encoding="utf-8")
-        env = {**launch.env, proctree.MARKER: marker, "COMPILEWATCH_PARENT": str(os.getpid())}
+        env = {**self._own(launch.env), proctree.MARKER: marker}
         start = time.monotonic()
         try:
             proc, import_s = self._start(launch, spec_path, env, log_path, work)
@@ -292,7 +293,7 @@ class Launcher:
                     self._note(f"fork server failed, worker spawned: {e}")
         with open(log, "wb") as out:
             popen = subprocess.Popen(
-                [launch.python, "-m", "compilewatch.compiler.worker", str(spec_path)],
+                module_command(launch.python, "compilewatch.compiler.worker", str(spec_path)),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 cwd=work, start_new_session=True)
         return _Spawned(popen), None

@@ -14,6 +14,7 @@ import ctypes
 import os
 import resource
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import suppress
 
@@ -21,6 +22,12 @@ MARKER = "COMPILEWATCH_JOB"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PREFIX = f"{MARKER}=".encode()
+_ENV_BYTES = 1 << 20  # of another process's environment, enough for any of ours
+_ENV_BUF = bytearray(_ENV_BYTES)
+_ENV_VIEW = memoryview(_ENV_BUF)
+_ZEROS = bytes(_ENV_BYTES)
+_ENV_LOCK = threading.Lock()
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -102,19 +109,79 @@ def tree_cpu_seconds() -> float:
     return total
 
 
-def _environ_has(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return needle in f.read().split(b"\0")
-    except OSError:
+def owner_token(pid: int | None = None) -> str:
+    """``pid.start``: names one process for as long as it lives (a pid is reused, a pid with
+    its start time is not). Every marker starts with its owner's token."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}.{start_time(pid)}"
+
+
+def _owner_alive(token: str) -> bool:
+    pid, _, started = token.partition(".")
+    if not pid.isdigit() or not started.isdigit():
         return False
+    return str(start_time(int(pid))) == started
+
+
+def _marker_of(pid: int) -> str | None:
+    """The marker in ``pid``'s environment. Read into one buffer that is wiped after each
+    read: another process's environment (a CI runner's token) leaves no copy in our memory,
+    which a worker could read (docs/security.md)."""
+    try:
+        fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY)
+    except OSError:
+        return None
+    with _ENV_LOCK:
+        n = 0
+        try:
+            while n < len(_ENV_BUF):
+                got = os.readv(fd, [_ENV_VIEW[n:]])
+                if got <= 0:
+                    break
+                n += got
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        try:
+            at = _ENV_BUF.find(_PREFIX, 0, n)
+            while at > 0 and _ENV_BUF[at - 1] != 0:  # only at the start of an entry
+                at = _ENV_BUF.find(_PREFIX, at + 1, n)
+            if at < 0:
+                return None
+            end = _ENV_BUF.find(b"\0", at, n)
+            return bytes(_ENV_VIEW[at + len(_PREFIX):n if end < 0 else end]).decode(
+                "ascii", "replace")
+        finally:
+            _ENV_VIEW[:n] = _ZEROS[:n]
+
+
+def orphaned() -> list[int]:
+    """Processes carrying a marker whose owner is gone: what a SIGKILLed run started, also
+    the ``setsid`` grandchildren that left its session and were re-parented to init."""
+    me = os.getpid()
+    out = []
+    for pid in _pids():
+        if pid == me:
+            continue
+        marker = _marker_of(pid)
+        if marker is not None and not _owner_alive(marker.partition("-")[0]):
+            out.append(pid)
+    return out
 
 
 def marked(value: str) -> list[int]:
-    """Processes whose environment carries ``COMPILEWATCH_JOB=value``."""
-    needle = f"{MARKER}={value}".encode()
+    """Processes whose marker is ``value`` or starts with ``value-`` (a run's marker is the
+    prefix of each of its workers')."""
     me = os.getpid()
-    return [pid for pid in _pids() if pid != me and _environ_has(pid, needle)]
+    out = []
+    for pid in _pids():
+        if pid == me:
+            continue
+        marker = _marker_of(pid)
+        if marker is not None and (marker == value or marker.startswith(f"{value}-")):
+            out.append(pid)
+    return out
 
 
 def kill_all(pids: list[int]) -> None:

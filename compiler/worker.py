@@ -736,8 +736,8 @@ def pin_early(spec_path: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    parent = os.environ.get("COMPILEWATCH_PARENT")
-    proctree.die_with_parent(int(parent) if parent and parent.isdigit() else None)
+    # the parent as we find it: no child is told a pid (docs/security.md)
+    proctree.die_with_parent(os.getppid())
     compile_path = pin_early(argv[1])
     return start(argv[1], import_compiler_stack(compile_path))
 

@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 . .venv/bin/activate
 ruff check .
-python -m pytest -q "$@"
+# two test processes: most tests wait on a compile or a child process, so two share the two
+# cores of a CI runner well (COMPILEWATCH_TEST_WORKERS=0 runs them in this one process)
+python -m pytest -q -n "${COMPILEWATCH_TEST_WORKERS:-2}" "$@"

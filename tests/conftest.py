@@ -3,6 +3,8 @@ coldness share one Inductor cache root for the whole session."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,17 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def harness_suite() -> str:
     return str(DATA / "suites" / "harness_suite.py")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_host_credentials() -> Iterator[None]:
+    """The host's own credentials (a token, a cloud key, an ssh agent) are not the tests':
+    without them a measuring command has nothing to let go of unless a test gives it one."""
+    from compilewatch.bot.credentials import credentials
+
+    saved = {name: os.environ.pop(name) for name in credentials()}
+    yield
+    os.environ.update(saved)
 
 
 @pytest.fixture(autouse=True)

@@ -47,6 +47,11 @@ def git(repo: str | Path, *args: str, network: bool = False) -> str:
     return os.fsdecode(_run(repo, args, network)).strip()
 
 
+def git_bytes(repo: str | Path, *args: str) -> bytes:
+    """git's stdout as it is (a file's bytes from ``git show``)."""
+    return _run(repo, args)
+
+
 def is_repo(path: str | Path) -> bool:
     """A git checkout; one git refuses for its owner is an error, not "no checkout"."""
     try:

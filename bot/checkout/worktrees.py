@@ -7,19 +7,19 @@ leaves the user's repository as it was, also when measuring failed.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from compilewatch.bot.checkout.git import git
+from compilewatch.compiler.tempdirs import owned_tempdir
 from compilewatch.core.errors import GitError
 
 
 @contextmanager
 def worktrees(repo: Path, commits: Mapping[str, str]) -> Iterator[dict[str, Path]]:
     """Check out each ``name -> commit`` detached under one temp dir; always removed after."""
-    root = Path(tempfile.mkdtemp(prefix="compilewatch-pr-")).resolve()
+    root = owned_tempdir("compilewatch-pr-").resolve()
     made: list[Path] = []
     try:
         paths: dict[str, Path] = {}

@@ -4,6 +4,7 @@ and ``--warm-cache release`` finds them again. No compiles: the artifacts here a
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from compilewatch.bot.cache.fetch import fetch_release
 from compilewatch.bot.cache.publish import publish_dir, publish_release
 from compilewatch.bot.cli import main
 from compilewatch.compiler import artifacts as art
+from compilewatch.core.errors import CacheArtifactError
 from tests.factories import megacache
 from tests.fakegithub import FakeGitHub
 
@@ -95,12 +97,61 @@ def test_release_publish_keeps_last_n_and_warm_cache_downloads(
                          "manifest.json.sig"]
     assert sorted(r.tag_name for r in gh_repo.get_releases()) == [
         "nightly-20260102", "nightly-20260103"]
-    root = fetch_release(gh_repo, "nightly-", tmp_path / "dl", FP)
+    root = fetch_release(gh_repo, "nightly-", tmp_path / "dl", [FP], [PUBLIC])
     assert (root / "nightly-20260103" / "manifest.json.sig").is_file()
     assert _select(root, "good").read_bytes() == payload("good")
     # Another environment downloads the manifest only, and is refused with the reason.
-    other = fetch_release(gh_repo, "nightly-", tmp_path / "dl2", "0" * 32)
+    other = fetch_release(gh_repo, "nightly-", tmp_path / "dl2", ["0" * 32], [PUBLIC])
     assert not list(other.rglob("*.megacache"))
+
+
+def _downloads(fake: FakeGitHub, name: str) -> int:
+    """GETs of asset ``name`` (PyGithub downloads through the asset's API URL)."""
+    ids = [a["id"] for a in fake.assets.values() if a["name"] == name]
+    return sum(len(fake.calls("GET", rf"/releases/assets/{i}$")) for i in ids) + \
+        len(fake.calls("GET", rf"/releases/download/[^/]+/{re.escape(name)}$"))
+
+
+def _many_entries(tmp_path: Path, n: int) -> Path:
+    """A nightly folder whose manifest lists ``n`` models that all name one file."""
+    folder = _folder(tmp_path, (("good", True),))
+    man = art.read_manifest(folder / art.MANIFEST_NAME)
+    (entry,) = man.artifacts
+    many = [entry.model_copy(update={"model": f"m{i}"}) for i in range(n)]
+    art.write_manifest(man.model_copy(update={"artifacts": many}), folder / art.MANIFEST_NAME)
+    return folder
+
+
+def test_an_unsigned_release_manifest_downloads_nothing_it_lists(
+        fake_github: FakeGitHub, gh_repo: Repository, tmp_path: Path) -> None:
+    """200 entries naming one asset, and the signature removed from the release: the
+    manifest is refused before a single artifact is fetched."""
+    publish_release(_many_entries(tmp_path, 200), gh_repo, "nightly-1", key=KEY,
+                    prefix="nightly-", keep_last=None)
+    release = gh_repo.get_release("nightly-1")
+    (sig,) = [a for a in release.get_assets() if a.name.endswith(".sig")]
+    sig.delete_asset()
+    name = art.artifact_name("micro", "good", "cpu-default-float32-auto")
+    before = _downloads(fake_github, name)
+    with pytest.raises(CacheArtifactError, match="unsigned"):
+        fetch_release(gh_repo, "nightly-", tmp_path / "dl", [FP], [PUBLIC])
+    assert _downloads(fake_github, name) == before
+    assert not list((tmp_path / "dl").rglob("*.megacache"))
+    # signed by a key that is not pinned: refused as early
+    with pytest.raises(CacheArtifactError):
+        fetch_release(gh_repo, "nightly-", tmp_path / "dl2", [FP], [])
+    assert _downloads(fake_github, name) == before
+
+
+def test_a_signed_manifest_naming_one_asset_many_times_downloads_it_once(
+        fake_github: FakeGitHub, gh_repo: Repository, tmp_path: Path) -> None:
+    publish_release(_many_entries(tmp_path, 200), gh_repo, "nightly-1", key=KEY,
+                    prefix="nightly-", keep_last=None)
+    name = art.artifact_name("micro", "good", "cpu-default-float32-auto")
+    before = _downloads(fake_github, name)
+    root = fetch_release(gh_repo, "nightly-", tmp_path / "dl", [FP, FP], [PUBLIC])
+    assert _downloads(fake_github, name) == before + 1
+    assert (root / "nightly-1" / name).is_file()
 
 
 def _models(root: Path) -> list[str]:
@@ -160,7 +211,7 @@ def test_release_publishing_twice_under_one_tag_adds_up(
                     key=KEY, prefix="nightly-", keep_last=None)
     publish_release(_folder(tmp_path, (("other", True),), out="b"), gh_repo, "nightly-1",
                     key=KEY, prefix="nightly-", keep_last=None)
-    root = fetch_release(gh_repo, "nightly-", tmp_path / "dl", FP)
+    root = fetch_release(gh_repo, "nightly-", tmp_path / "dl", [FP], [PUBLIC])
     assert _models(root / "nightly-1") == ["good", "other"]
     assert _select(root, "good").read_bytes() == payload("good")
     assert _select(root, "other").read_bytes() == payload("other")

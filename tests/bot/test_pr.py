@@ -339,6 +339,42 @@ def test_warm_cache_gives_each_side_its_own_environment(repo: Path, tmp_path: Pa
                 head_python=other, warm_cache="release")
 
 
+def test_the_trusted_keys_are_the_base_branch_tips_not_the_merge_bases(
+        repo: Path, tmp_path: Path, signing_pair: tuple[bytes, str]) -> None:
+    """A branch forked before a key rotation: its merge-base still pins the retired key, but
+    the keys the warm cache trusts are those the base branch pins now."""
+    from compilewatch.compiler import signing
+
+    retired, current = signing.generate()[1], signing_pair[1]
+    keys = 'cache_public_keys = ["{}"]\n'
+    fork = commit(repo, {"pyproject.toml": PYPROJECT + keys.format(retired),
+                         "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "old-fork")
+    commit(repo, {"models.py": suite_file("a", "b")}, "B")
+    sh(repo, "checkout", "-q", "main")
+    commit(repo, {"pyproject.toml": PYPROJECT + keys.format(current)}, "rotate the key")
+    rec = Recorder()
+    pr_command(PrRequest(repo=repo, out=tmp_path / "out", measure=MeasureOptions(quiet=True),
+                         base="main", head="old-fork", no_db=True,
+                         warm_cache=WarmCacheOptions(source=str(tmp_path / "published"))),
+               measure=rec, environment=lambda _: environment())
+    runs = {s: load_results(tmp_path / "out" / f"{s}.json") for s in ("base", "head")}
+    assert runs["base"].git.commit == fork  # the base side measures the merge-base ...
+    for side in ("base", "head"):  # ... and trusts the tip's key only
+        wc = rec.opts[side].warm_cache
+        assert wc is not None and wc.trusted_keys == (current,)
+    # the PR's own pins count for nothing either
+    sh(repo, "checkout", "-q", "old-fork")
+    commit(repo, {"pyproject.toml": PYPROJECT + keys.format(f'{retired}", "{retired}')},
+           "pin my own key")
+    rec = Recorder()
+    pr_command(PrRequest(repo=repo, out=tmp_path / "out2", measure=MeasureOptions(quiet=True),
+                         base="main", head="old-fork", no_db=True,
+                         warm_cache=WarmCacheOptions(source=str(tmp_path / "published"))),
+               measure=rec, environment=lambda _: environment())
+    assert rec.opts["head"].warm_cache.trusted_keys == (current,)  # type: ignore[union-attr]
+
+
 def test_warm_cache_release_without_a_nightly_runs_cold(repo: Path, tmp_path: Path,
                                                   fake_github: FakeGitHub,
                                                   monkeypatch: pytest.MonkeyPatch,

@@ -179,12 +179,13 @@ def _run_tree(pid: int) -> list[int]:
 def test_a_sigkilled_run_takes_its_workers_along_and_the_next_run_cleans_up(
         isolation: str, harness_suite: str, tmp_path: Path) -> None:
     """``kill -9`` of ``compilewatch run``: the worker (and the fork server) die with it
-    (parent-death signal), and the temp dirs it left are removed by the next run."""
+    (parent-death signal); what the worker started in a session of its own survives, until
+    the next run kills it and removes the temp dirs the killed one left."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "compilewatch.bot.cli", "run", "--suite", harness_suite,
-         "--model", "hangs", "--no-warm", "--no-db", "--isolation", isolation,
+         "--model", "strays", "--no-warm", "--no-db", "--isolation", isolation,
          "--out", str(tmp_path / "r.json")],
         env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
@@ -197,16 +198,36 @@ def test_a_sigkilled_run_takes_its_workers_along_and_the_next_run_cleans_up(
             break
         time.sleep(0.2)
     assert tree, "no worker started"
-    time.sleep(1.0)
+    while time.monotonic() < deadline and not _strays() and proc.poll() is None:
+        time.sleep(0.2)  # the worker built its model: the stray runs
+    strays = _strays()
+    assert strays, "the worker never started its setsid grandchild"
+    tree = [p for p in _run_tree(proc.pid) if p not in strays]
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(not _zombie(p) for p in tree):
         time.sleep(0.2)
     assert [p for p in tree if not _zombie(p)] == [], "a worker outlived a SIGKILLed run"
-    left = list(tmp.glob(f"{RUN_PREFIX}*"))
-    assert left, "the killed run left no temp dir (nothing to clean: check the test)"
-    assert clean_stale_runs(tmp) == left and not list(tmp.glob(f"{RUN_PREFIX}*"))
+    left = sorted(tmp.glob("compilewatch-*"))
+    assert any(p.name.startswith(RUN_PREFIX) for p in left), left
+    # what the worker wrote to its temp folder is in the run's own
+    assert not (tmp / "stray-file").exists()
+    assert sorted(clean_stale_runs(tmp)) == left and not list(tmp.glob("compilewatch-*"))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(not _zombie(p) for p in strays):
+        time.sleep(0.1)
+    assert [p for p in strays if not _zombie(p)] == [], "the next run left the stray alive"
+
+
+STRAY_SLEEP = "3601.25"  # harness_suite.STRAY_SLEEP
+
+
+def _strays() -> list[int]:
+    """The harness's setsid sleeper (``strays``), wherever it was re-parented."""
+    want = f"sleep {STRAY_SLEEP}".encode()
+    return [p for p in proctree.descendants(1) if _cmdline(p).replace(b"\0", b" ").strip()
+            == want and not _zombie(p)]
 
 
 def _cmdline(pid: int) -> bytes:

@@ -11,6 +11,7 @@ the comment said nothing had changed; the whole compiler (Inductor, C++ on this 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -154,5 +155,6 @@ def test_an_editable_install_of_head_then_pr_finds_heads_new_break(tmp_path: Pat
     assert row["verdict"] == "regression" and row["gating"]
     # the comment as it reads (its escapes and word joiners, which stop links, removed)
     comment = (out / "comment.md").read_text().replace("\\", "").replace("\u2060", "")
-    assert "gating regression: gpt (graph breaks 0 → 1)" in comment
+    # the break gates; on a loaded machine a timing may gate beside it
+    assert re.search(r"gating regression: gpt \([^)]*graph breaks 0 → 1", comment), comment[:600]
     assert f"at nanogpt/model.py:{line}" in comment

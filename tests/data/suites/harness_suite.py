@@ -205,3 +205,20 @@ def spawns_daemon():
     with open(os.environ["CW_TEST_PIDFILE"], "w") as f:
         f.write(str(child.pid))
     return torch.sin, (torch.randn(4),)
+
+
+STRAY_SLEEP = "3601.25"  # a stray's argument, for the test that looks for it
+
+
+@model("strays")
+def strays():
+    """Starts a process that leaves its session (``setsid``) and is re-parented away, writes a
+    file to the temp folder, then hangs: what a run killed mid-compile leaves behind."""
+    import subprocess
+    import tempfile
+
+    subprocess.Popen(["setsid", "sh", "-c", f"sleep {STRAY_SLEEP} &"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).wait()
+    with open(os.path.join(tempfile.gettempdir(), "stray-file"), "w") as f:
+        f.write("x" * 1024)
+    time.sleep(3600)

@@ -1,0 +1,61 @@
+"""What a measuring command lets go of before repository code runs, and the databases it
+refuses (``bot/credentials.py``). The exec itself is seen by tests/bot/test_credential_reach.py."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from compilewatch.bot.cli import main
+from compilewatch.bot.credentials import check_database, credentials
+from compilewatch.core.errors import UsageError
+
+HOST = {"PATH": "/bin", "HOME": "/root", "GITHUB_TOKEN": "ghp_x", "HF_TOKEN": "hf_x",
+        "AWS_SECRET_ACCESS_KEY": "k", "AWS_REGION": "us-east-1", "SSH_AUTH_SOCK": "/s",
+        "COMPILEWATCH_SIGNING_KEY": "pem", "ACTIONS_RUNTIME_TOKEN": "t",
+        "ACTIONS_ID_TOKEN_REQUEST_URL": "https://x", "GITHUB_STEP_SUMMARY": "/tmp/s",
+        "GITHUB_API_URL": "https://api.github.com", "RUNNER_TEMP": "/tmp/r",
+        "PGHOST": "db", "PGUSER": "ci", "PGPASSWORD": "pw", "REDIS_URL": "redis://:pw@r",
+        "TORCH_LOGS": "+dynamo", "COMPILEWATCH_DB": "postgresql://ci@db/cw"}
+
+
+def test_every_credential_goes_and_plain_settings_stay() -> None:
+    assert credentials(HOST) == [
+        "ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_RUNTIME_TOKEN", "AWS_REGION",
+        "AWS_SECRET_ACCESS_KEY", "COMPILEWATCH_SIGNING_KEY", "GITHUB_TOKEN", "HF_TOKEN",
+        "PGPASSWORD", "REDIS_URL", "SSH_AUTH_SOCK"]
+    # a database URL with a password is a credential; the database's own is kept on request
+    with_pw = {**HOST, "COMPILEWATCH_DB": "postgresql://ci:pw@db/cw"}
+    assert "COMPILEWATCH_DB" in credentials(with_pw)
+    kept = credentials(with_pw, keep_database=True)
+    assert "COMPILEWATCH_DB" not in kept and "PGPASSWORD" not in kept
+    assert "GITHUB_TOKEN" in kept
+
+
+@pytest.mark.parametrize(("url", "env", "named"), [
+    ("postgresql://ci:pw@db/cw", {}, "--db"),
+    (None, {"COMPILEWATCH_DB": "postgresql://ci:pw@db/cw"}, "COMPILEWATCH_DB"),
+    ("postgresql://ci@db/cw", {"PGPASSWORD": "pw"}, "PGPASSWORD"),
+    ("postgresql+psycopg://ci@db/cw", {"PGPASSFILE": "/root/.pgpass"}, "PGPASSFILE"),
+])
+def test_pr_refuses_a_database_it_would_need_a_password_for(url: str | None,
+                                                             env: dict[str, str],
+                                                             named: str) -> None:
+    with pytest.raises(UsageError, match=named) as e:
+        check_database(url, False, env)
+    assert "compilewatch ingest" in str(e.value)
+    check_database(url, True, env)  # --no-db: nothing to refuse
+
+
+@pytest.mark.parametrize("url", ["sqlite:///r.db", "postgresql://ci@db/cw", None])
+def test_a_database_without_a_secret_is_fine(url: str | None) -> None:
+    check_database(url, False, {"PGHOST": "db"})
+    check_database("sqlite:///r.db", False, {"PGPASSWORD": "pw"})  # not libpq's to use
+
+
+def test_the_pr_command_exits_2_naming_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPILEWATCH_DB", "postgresql://ci:hunter2@127.0.0.1/cw")
+    result = CliRunner().invoke(main, ["pr", "--base", "main", "--head", "pr"])
+    assert result.exit_code == 2, result.output
+    assert "COMPILEWATCH_DB holds a password" in result.output
+    assert "hunter2" not in result.output
