@@ -54,7 +54,7 @@ def _error(url: str, *, must_exist: bool = True) -> tuple[str, float]:
      "the host name does not resolve: check the host in the URL"),
     (f"postgresql://postgres:{PASSWORD}@127.0.0.1:{refused_port()}/db",
      "nothing listens on that host and port: is the Postgres server running"),
-])
+], ids=["unresolved host", "refused port"])  # ids, not the port: each test process draws one
 def test_a_wrong_host_or_port_says_so(url: str, phrase: str) -> None:
     msg, _ = _error(url)
     assert phrase in msg and PASSWORD not in msg and "postgres:***@" in msg

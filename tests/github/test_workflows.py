@@ -197,6 +197,17 @@ def test_pr_workflow_is_read_only_and_gates_forks_on_a_label() -> None:
     assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in steps(workflow))
 
 
+def test_the_step_that_runs_pr_code_holds_the_token_in_no_shell() -> None:
+    """The token is in one step's environment only, and that step's shell is replaced by
+    compilewatch (which lets go of it before the PR's code runs): no process above the PR's
+    code keeps it."""
+    with_token = [s for s in steps(load("compilewatch-pr.yml"))
+                  if "GITHUB_TOKEN" in (s.get("env") or {})]
+    assert [s["name"] for s in with_token] == ["Measure base and head"]
+    (run,) = [s["run"] for s in with_token]
+    assert run.lstrip().startswith('exec "$RUNNER_TEMP/cw-venv/bin/compilewatch" pr ')
+
+
 def test_comment_workflow_never_runs_pr_code() -> None:
     workflow = load("compilewatch-comment.yml")
     job = workflow["jobs"]["comment"]
