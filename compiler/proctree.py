@@ -156,32 +156,26 @@ def _marker_of(pid: int) -> str | None:
             _ENV_VIEW[:n] = _ZEROS[:n]
 
 
+def _markers() -> Iterator[tuple[int, str]]:
+    """(pid, marker) of every other process that carries one."""
+    me = os.getpid()
+    for pid in _pids():
+        if pid != me:
+            marker = _marker_of(pid)
+            if marker is not None:
+                yield pid, marker
+
+
 def orphaned() -> list[int]:
     """Processes carrying a marker whose owner is gone: what a SIGKILLed run started, also
     the ``setsid`` grandchildren that left its session and were re-parented to init."""
-    me = os.getpid()
-    out = []
-    for pid in _pids():
-        if pid == me:
-            continue
-        marker = _marker_of(pid)
-        if marker is not None and not _owner_alive(marker.partition("-")[0]):
-            out.append(pid)
-    return out
+    return [pid for pid, m in _markers() if not _owner_alive(m.partition("-")[0])]
 
 
 def marked(value: str) -> list[int]:
     """Processes whose marker is ``value`` or starts with ``value-`` (a run's marker is the
     prefix of each of its workers')."""
-    me = os.getpid()
-    out = []
-    for pid in _pids():
-        if pid == me:
-            continue
-        marker = _marker_of(pid)
-        if marker is not None and (marker == value or marker.startswith(f"{value}-")):
-            out.append(pid)
-    return out
+    return [pid for pid, m in _markers() if m == value or m.startswith(f"{value}-")]
 
 
 def kill_all(pids: list[int]) -> None:

@@ -25,10 +25,13 @@ def harness_suite() -> str:
 @pytest.fixture(scope="session", autouse=True)
 def _no_host_credentials() -> Iterator[None]:
     """The host's own credentials (a token, a cloud key, an ssh agent) are not the tests':
-    without them a measuring command has nothing to let go of unless a test gives it one."""
+    without them a measuring command has nothing to let go of unless a test gives it one. Nor
+    is the terminal size a parallel test process is given (``COLUMNS=80``): a test sets the
+    width it means."""
     from compilewatch.bot.credentials import credentials
 
-    saved = {name: os.environ.pop(name) for name in credentials()}
+    saved = {name: os.environ.pop(name) for name in [*credentials(), "COLUMNS", "LINES"]
+             if name in os.environ}
     yield
     os.environ.update(saved)
 
