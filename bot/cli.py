@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import shutil
 import signal
@@ -77,6 +78,20 @@ class _Main(click.Group):
         ctx = super().make_context(info_name, args, parent, **extra)
         ctx.meta[ARGV] = raw
         return ctx
+
+
+class _Notes(logging.Handler):
+    """The library's warnings (``logging``, never a print) on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(self.format(record), err=True)
+
+
+def _show_library_notes() -> None:
+    logger = logging.getLogger("compilewatch")
+    if not any(isinstance(h, _Notes) for h in logger.handlers):
+        logger.addHandler(_Notes())
+        logger.setLevel(logging.INFO)
 
 
 def let_go_first(fetch: Callable[[], dict[str, str]] | None = None, *,
@@ -254,6 +269,7 @@ def main() -> None:
       compilewatch run --suite micro --device cpu --out results.json
       compilewatch suites
     """
+    _show_library_notes()
 
 
 @main.command("run")
@@ -388,7 +404,25 @@ def nightly_cmd(**kwargs: Any) -> None:
         # measuring only (the workflow's measuring job): nothing here needs a credential; a
         # nightly that publishes keeps the key it signs with (docs/security.md)
         let_go_first(keep_database=True)
-    nightly_command(NightlyRequest(measure=measure, publish=publish, **kwargs))
+    report = nightly_command(NightlyRequest(measure=measure, publish=publish, **kwargs))
+    if not measure.quiet:
+        _print_nightly(report)
+
+
+def _print_nightly(report: Any) -> None:
+    """What a nightly measured, verified and published, for its log."""
+    from compilewatch.bot.render.run_table import summary_table
+
+    console = _console(stderr=True)
+    if report.results is not None:
+        console.print(summary_table(report.results, width=console.width))
+    good = sum(e.verified for e in report.manifest.artifacts)
+    console.print(f"cache artifacts: {good} verified of {len(report.manifest.artifacts)}",
+                  markup=False)
+    for what, why in report.rejected:
+        console.print(f"  not published: {what}: {why}", markup=False)
+    for where in report.published:
+        console.print(f"published: {where}", markup=False)
 
 
 @main.group("keys")
@@ -887,7 +921,20 @@ def post_cmd(use_check: bool, **kwargs: Any) -> None:
     """
     from compilewatch.bot.post import post_command
 
-    post_command(use_status=not use_check, **kwargs)
+    report = post_command(use_status=not use_check, **kwargs)
+    if kwargs["dry_run"]:
+        click.echo(report.rendered.body)
+        verdict = "failure" if report.rendered.gating_regression else "success"
+        click.echo(f"\n(dry run: nothing posted; the check would be {verdict}: "
+                   f"{report.rendered.title})", err=True)
+        return
+    assert report.comment is not None and report.check is not None
+    click.echo(f"comment {report.comment.action}: {report.comment.url}")
+    fallback = " (checks not permitted: fell back to a commit status)" \
+        if report.check.fell_back else ""
+    click.echo(f"{report.check.kind} {report.check.conclusion}{fallback}")
+    if report.ingested:
+        click.echo("runs ingested into the database")
 
 
 @main.command("doctor")

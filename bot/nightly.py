@@ -40,7 +40,7 @@ from compilewatch.bot.measuring import (
     suite_sources,
 )
 from compilewatch.bot.outcome import check_own_code, check_something_measured
-from compilewatch.bot.render.run_table import log_console, summary_table
+from compilewatch.bot.render.run_table import log_console
 from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler import signing
@@ -55,6 +55,7 @@ class NightlyReport:
     manifest: art.Manifest
     rejected: tuple[tuple[str, str], ...]  # (artifact or model, reason)
     published: tuple[str, ...] = ()
+    results: RunResults | None = None  # the run, when this nightly measured
 
 
 @dataclass(frozen=True)
@@ -167,9 +168,7 @@ def nightly_command(req: NightlyRequest) -> NightlyReport:
         names = publish_release(folder, gh, tag, key=key, prefix=pub.tag_prefix,
                                 keep_last=pub.keep_last, verified=verified)
         published.append(f"release {tag}: {', '.join(names)}")
-    report = NightlyReport(man, rejected, tuple(published))
-    _print(report, results, req.measure.quiet)
-    return report
+    return NightlyReport(man, rejected, tuple(published), results)
 
 
 def signing_key(env_var: str, file: Path | None) -> bytes:
@@ -188,19 +187,3 @@ def signing_key(env_var: str, file: Path | None) -> bytes:
                          "a pair")
     signing.load_private_key(pem)  # a bad key fails here, before minutes of measuring
     return pem
-
-
-def _print(report: NightlyReport, results: RunResults | None, quiet: bool) -> None:
-    if quiet:
-        return
-    console = log_console()
-    if results is not None:
-        console.print(summary_table(results))
-    good = sum(e.verified for e in report.manifest.artifacts)
-    console.print(f"cache artifacts: {good} verified of {len(report.manifest.artifacts)}")
-    for what, why in report.rejected:
-        console.print(f"  not published: {what}: {why}", markup=False, highlight=False)
-    for where in report.published:
-        console.print(f"published: {where}", markup=False, highlight=False)
-
-

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
 from github.Repository import Repository
 
 from compilewatch.bot.github.checks import CheckResult, set_check
@@ -218,24 +217,11 @@ def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
 
 def post_command(*, outdir: Path, token_env: str, app_id: int | None, app_key_file: Path | None,
                  installation_id: int | None, retries: int, retry_backoff: float, dry_run: bool,
-                 **options: Any) -> None:
-    """The CLI's ``post``: credentials from the environment, a one-line outcome per write."""
+                 **options: Any) -> PostReport:
+    """The CLI's ``post``: credentials from the environment; the CLI prints the outcome."""
     credentials = None if dry_run else credentials_from(
         token_env=token_env, app_id=app_id, app_key_file=app_key_file,
         installation_id=installation_id)
     policy = RetryPolicy(retries=retries, backoff_s=retry_backoff)
-    report = post_outdir(outdir, credentials=credentials, policy=policy, dry_run=dry_run,
-                         **options)
-    if dry_run:
-        click.echo(report.rendered.body)
-        verdict = "failure" if report.rendered.gating_regression else "success"
-        click.echo(f"\n(dry run: nothing posted; the check would be {verdict}: "
-                   f"{report.rendered.title})", err=True)
-        return
-    assert report.comment is not None and report.check is not None
-    click.echo(f"comment {report.comment.action}: {report.comment.url}")
-    fallback = " (checks not permitted: fell back to a commit status)" \
-        if report.check.fell_back else ""
-    click.echo(f"{report.check.kind} {report.check.conclusion}{fallback}")
-    if report.ingested:
-        click.echo("runs ingested into the database")
+    return post_outdir(outdir, credentials=credentials, policy=policy, dry_run=dry_run,
+                       **options)

@@ -131,3 +131,42 @@ def test_the_check_sees_the_code() -> None:
     assert len(edges) > 60
     assert "compilewatch.core.schema" in edges["compilewatch.compiler.worker"] or any(
         d.startswith("compilewatch.core") for d in edges["compilewatch.compiler.worker"])
+
+
+# modules run as ``python -m`` whose stdout is their answer to the parent, not a message
+CHILD_ANSWERS = {"compilewatch.compiler.hostcheck"}
+
+
+def _imports_click(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] == "click" for a in node.names)
+    return isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "click"
+
+
+def _prints(path: Path) -> list[str]:
+    """Where ``path`` imports click, calls ``print`` or ``echo``, or writes to the standard
+    streams itself."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if _imports_click(node):
+            found.append(f"{path.name}:{getattr(node, 'lineno', 0)} imports click")
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == "print":
+                found.append(f"{path.name}:{node.lineno} print()")
+            elif isinstance(f, ast.Attribute) and f.attr == "echo":
+                found.append(f"{path.name}:{node.lineno} echo()")
+            elif (isinstance(f, ast.Attribute) and f.attr == "write"
+                  and isinstance(f.value, ast.Attribute) and f.value.attr in ("stdout", "stderr")
+                  and isinstance(f.value.value, ast.Name) and f.value.value.id == "sys"):
+                found.append(f"{path.name}:{node.lineno} sys.{f.value.attr}.write()")
+    return found
+
+
+def test_only_the_cli_prints() -> None:
+    """The library returns objects (and says what it must through ``logging``); what reaches
+    the terminal is bot/cli.py's to write."""
+    bad = [hit for name, path in modules().items()
+           if name != "compilewatch.bot.cli" and name not in CHILD_ANSWERS
+           for hit in _prints(path)]
+    assert bad == []

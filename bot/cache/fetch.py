@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
 
 from compilewatch.bot.github.client import open_github
 from compilewatch.bot.github.releases import download_asset, nightly_releases, release_assets
@@ -20,6 +19,8 @@ from compilewatch.compiler.schedule import WarmCache
 from compilewatch.compiler.tempdirs import owned_tempdir
 from compilewatch.core.errors import CacheArtifactError, GitHubError, UsageError
 from compilewatch.core.schema import Environment
+
+log = logging.getLogger(__name__)  # the CLI shows these on stderr
 
 
 def fetch_release(repo: Any, prefix: str, dest: Path, fingerprints: Iterable[str],
@@ -76,7 +77,7 @@ def fetch_warm_cache(wc: WarmCacheOptions, fingerprints: Iterable[str], *, dest:
         return fetch_release(open_github(wc.repo, wc.token_env, wc.github_url), wc.tag_prefix,
                              dest, fingerprints, (*wc.public_keys, *trusted_keys))
     except (CacheArtifactError, GitHubError) as e:
-        Console(stderr=True).print(f"warm cache: {e}; running cold", markup=False)
+        log.warning("warm cache: %s; running cold", e)
         return None
 
 

@@ -7,13 +7,13 @@ artifact (verified or not) is recorded in the database with the reason.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from rich.console import Console
 
 from compilewatch.bot.github.releases import (
     download_asset,
@@ -27,6 +27,8 @@ from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
 from compilewatch.core.schema import Environment
 from compilewatch.db import connect, record_artifact
+
+log = logging.getLogger(__name__)  # the CLI shows these on stderr
 
 
 def _entry(job_run: JobRun) -> art.ArtifactEntry:
@@ -82,7 +84,7 @@ def _published(path: Path, key: bytes) -> art.Manifest | None:
     try:
         return art.read_signed_manifest(path, [signing.sign(b"", key).public_key])
     except CacheArtifactError as e:
-        Console(stderr=True).print(f"replacing the published manifest: {e}", markup=False)
+        log.warning("replacing the published manifest: %s", e)
         return None
 
 
