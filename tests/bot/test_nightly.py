@@ -205,6 +205,20 @@ def test_a_corrupt_published_manifest_is_replaced(tmp_path: Path) -> None:
     assert _models(target) == ["good"]
 
 
+def test_the_cli_says_on_stderr_what_the_library_logged(tmp_path: Path) -> None:
+    """The replaced manifest is said through logging; the command shows it, once."""
+    target = tmp_path / "pub" / "nightly-1"
+    target.mkdir(parents=True)
+    (target / art.MANIFEST_NAME).write_text("{not json")
+    result = CliRunner().invoke(main, ["nightly", "--publish-only", "--out",
+                                       str(_folder(tmp_path).parent), "--publish-dir",
+                                       str(tmp_path / "pub"), "--tag", "nightly-1", "--no-db"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("replacing the published manifest") == 1
+    assert "cache artifacts: 1 verified of 2" in result.stderr
+    assert _models(target) == ["good"]
+
+
 def test_release_publishing_twice_under_one_tag_adds_up(
         fake_github: FakeGitHub, gh_repo: Repository, tmp_path: Path) -> None:
     publish_release(_folder(tmp_path, (("good", True),), out="a"), gh_repo, "nightly-1",
