@@ -7,6 +7,7 @@ code (documented in docs/cli.md): 0 ok, 1 gating regression found, 2 usage or in
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -15,7 +16,7 @@ import shutil
 import signal
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -111,13 +112,18 @@ def let_go_first(fetch: Callable[[], dict[str, str]] | None = None, *,
                    "repository's code", err=True)
 
 
-def drop_handover() -> None:
-    """Remove what was downloaded for this command before it let go (it is done)."""
+@contextlib.contextmanager
+def handed_over(req: Any) -> Iterator[Any]:
+    """``req`` with the warm cache this command downloaded before it let go (a folder), which
+    is removed when the command is done."""
     from compilewatch.bot.cache.fetch import FETCHED
+    from compilewatch.bot.cache.fetch import handed_over as over
 
-    folder = os.environ.get(FETCHED)
-    if folder:
-        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        yield dataclasses.replace(req, warm_cache=over(req.warm_cache))
+    finally:
+        if os.environ.get(FETCHED):
+            shutil.rmtree(os.environ[FETCHED], ignore_errors=True)
 
 
 def handle_errors(fn: F) -> F:
@@ -328,18 +334,14 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
-    from compilewatch.bot.cache.fetch import handed_over
     from compilewatch.bot.run import fetch_before_letting_go
 
     req = RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
                      allow_empty=allow_empty, **kwargs)
     let_go_first(lambda: fetch_before_letting_go(req), keep_database=True)
     console = _console(stderr=True)
-    try:
-        results = run_command(dataclasses.replace(req, warm_cache=handed_over(req.warm_cache)),
-                              console=console)
-    finally:
-        drop_handover()
+    with handed_over(req) as req:
+        results = run_command(req, console=console)
     if not measure.quiet:
         console.print(summary_table(results, width=console.width))
         console.print(f"results: {kwargs['out']}", markup=False)
@@ -804,18 +806,14 @@ def pr_cmd(**kwargs: Any) -> None:
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
     fail_on_regression = kwargs.pop("fail_on_regression")
-    from compilewatch.bot.cache.fetch import handed_over
     from compilewatch.bot.credentials import check_database
     from compilewatch.bot.pr import fetch_before_letting_go
 
     req = PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs)
     check_database(req.db_url, req.no_db)
     let_go_first(lambda: fetch_before_letting_go(req))
-    try:
-        comparison = pr_command(dataclasses.replace(req,
-                                                    warm_cache=handed_over(req.warm_cache)))
-    finally:
-        drop_handover()
+    with handed_over(req) as req:
+        comparison = pr_command(req)
     if not measure.quiet:
         console = _console()
         console.print(build_table(comparison, console.width))

@@ -8,8 +8,10 @@ release`` downloads with the token), then replace themselves (``execve``: same p
 image, no old memory) with the same command in an environment without any credential. What was
 downloaded is handed over by folder.
 
-A database URL with a password cannot be let go of and still be used: a measuring command is
-refused one (``--out`` and ``compilewatch ingest`` in a later step record the run instead).
+A database URL with a password cannot be let go of and still be used: ``pr``, which runs a
+PR's code by design, is refused one (``--no-db``, then ``compilewatch ingest`` in a later step,
+records the run instead); ``run``, ``calibrate`` and ``nightly`` keep the database's own
+password (``keep_database``), since they record into it and measure code the user vouches for.
 """
 
 from __future__ import annotations

@@ -108,11 +108,9 @@ def resolve_warm_cache(wc: WarmCacheOptions, env: Environment, *, dest: Path,
     it."""
     if not wc.source:
         return None
-    root: Path | None = Path(wc.source)
-    if wc.source == "release":
-        root = fetch_warm_cache(wc, [env.fingerprint], dest=dest, trusted_keys=trusted_keys)
-        if root is None:
-            return None
-    assert root is not None
+    root = fetch_warm_cache(wc, [env.fingerprint], dest=dest, trusted_keys=trusted_keys) \
+        if wc.source == "release" else Path(wc.source)
+    if root is None:
+        return None
     return WarmCache(root=root, fingerprint=env.fingerprint, torch_version=env.torch,
                      trusted_keys=(*wc.public_keys, *trusted_keys))
