@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from compilewatch.compiler import signing
+from compilewatch.core import signing
 from compilewatch.core.errors import UsageError
 
 

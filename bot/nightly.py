@@ -43,9 +43,9 @@ from compilewatch.bot.outcome import check_own_code, check_something_measured
 from compilewatch.bot.render.run_table import log_console
 from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler import artifacts as art
-from compilewatch.compiler import signing
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import JobRun, Side
+from compilewatch.core import signing
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import ModelResult, RunResults, save_results
 

@@ -29,14 +29,11 @@ from compilewatch.bot.cache.fetch import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
+from compilewatch.bot.history.noise import noise_bands_of
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.followup import asker, cold_asker
 from compilewatch.bot.judge.host import of_check
-from compilewatch.bot.judge.project import (
-    compare_with_project,
-    load_project_config,
-    noise_bands_of,
-)
+from compilewatch.bot.judge.project import compare_with_project, load_project_config
 from compilewatch.bot.measuring import (
     MeasureOptions,
     build_results,
@@ -57,6 +54,7 @@ from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import JobRun, Side
 from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.errors import GitError, SuiteError, UsageError
+from compilewatch.core.names import unmatched_models
 from compilewatch.core.schema import (
     Environment,
     HostCheck,
@@ -67,7 +65,6 @@ from compilewatch.core.schema import (
 from compilewatch.db import store_runs
 from compilewatch.suites.imports import SideCode
 from compilewatch.suites.loader import Suite
-from compilewatch.suites.names import unmatched_models
 
 SideName = Literal["base", "head"]
 SIDES: tuple[SideName, SideName] = ("base", "head")

@@ -4,7 +4,7 @@ The worker saves ``torch.compiler.save_cache_artifacts()`` after a cold compile 
 with ``torch.compiler.load_cache_artifacts()`` before a warm-start compile (empty cache dir).
 An artifact is code: torch writes each entry to a path derived from the entry's key and later
 unpickles it. So a consumer loads a file only after (1) the manifest's signature verifies with a
-public key the consumer pinned (``compiler/signing.py``), (2) the file is a regular file of the
+public key the consumer pinned (``core/signing.py``), (2) the file is a regular file of the
 listed size (checked before a byte is read), copied into a private directory while hashed, and
 its sha256 matches, and (3) every entry inside it is of a type we publish, with a key that
 cannot leave the cache directory (``inspect_megacache``, which parses the format without torch).
@@ -299,7 +299,7 @@ def _read_exact(path: Path, size: int) -> bytes:
 
 def read_signed_manifest(path: Path, trusted_keys: Iterable[str]) -> Manifest:
     """A published manifest whose signature verifies with a pinned key (untrusted download)."""
-    from compilewatch.compiler import signing  # here: a worker never needs cryptography
+    from compilewatch.core import signing  # here: a worker never needs cryptography
 
     raw = read_bounded(path, MAX_MANIFEST_BYTES)
     sig_path = path.with_name(path.name + signing.SIGNATURE_SUFFIX)

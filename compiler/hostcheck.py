@@ -27,14 +27,9 @@ import sys
 import time
 
 from compilewatch.core.schema import HostCheck
+from compilewatch.core.steadiness import is_noisy
 
 REPEATS = 40
-CPU_NOISY = 0.25  # a CPU run: its timings are this CPU's
-# A GPU run: its timings are the GPU's (judged by GPU_NOISY); the CPU only disturbs them when
-# it is far off. On a quiet H200 runner the pure-Python spread was 5-33% in six preflights
-# (GPU 1.1-1.8%), so 25% here flagged one quiet run in three and silenced all its verdicts.
-CPU_NOISY_BESIDE_GPU = 0.6
-GPU_NOISY = 0.05
 WARMUP_S = 0.5  # as long as the GPU warm-up before timing (``gpu_warmup_s``)
 ATTEMPTS = 3
 RETRY_PAUSE_S = 1.0
@@ -86,19 +81,6 @@ def gpu_spread(repeats: int = REPEATS) -> float | None:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return spread(times)
-
-
-def noisy_units(cpu: float, gpu: float | None) -> tuple[bool, bool]:
-    """(CPU too noisy, GPU too noisy). A CPU run's CPU times everything (its limit is
-    ``CPU_NOISY``); beside a GPU the CPU times compiles and launches (``CPU_NOISY_BESIDE_GPU``)."""
-    if gpu is None:
-        return cpu > CPU_NOISY, False
-    return cpu > CPU_NOISY_BESIDE_GPU, gpu > GPU_NOISY
-
-
-def is_noisy(cpu: float, gpu: float | None) -> bool:
-    """Too noisy to judge something: the spread of either unit past its limit."""
-    return any(noisy_units(cpu, gpu))
 
 
 def _detail(cpu: list[float], gpu: list[float]) -> str:

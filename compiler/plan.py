@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from compilewatch.core.errors import UsageError
+from compilewatch.core.names import unmatched_models
 from compilewatch.core.schema import DYNAMIC, Config
 from compilewatch.suites.loader import Suite
-from compilewatch.suites.names import unmatched_models
 from compilewatch.suites.registry import ModelSpec
 
 

@@ -48,7 +48,7 @@ def _no_home_database(tmp_path_factory: pytest.TempPathFactory,
 @pytest.fixture(scope="session")
 def signing_pair() -> tuple[bytes, str]:
     """A publisher's key pair: the private key (PEM) and the public key a consumer pins."""
-    from compilewatch.compiler import signing
+    from compilewatch.core import signing
 
     return signing.generate()
 

@@ -21,8 +21,8 @@ from compilewatch.bot.github.releases import (
     publish_release_assets,
 )
 from compilewatch.compiler import artifacts as art
-from compilewatch.compiler import signing
 from compilewatch.compiler.schedule import JobRun
+from compilewatch.core import signing
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.files import write_atomic
 from compilewatch.core.schema import Environment

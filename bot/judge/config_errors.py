@@ -17,7 +17,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import annotated_types
 from pydantic import BaseModel, ValidationError
 
-from compilewatch.suites import names
+from compilewatch.core import names
 
 NAMES: dict[Any, tuple[str, str]] = {
     str: ("a string", "strings"),

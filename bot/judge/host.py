@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from compilewatch.compiler.hostcheck import noisy_units
 from compilewatch.core.schema import HostCheck, RunResults
+from compilewatch.core.steadiness import noisy_units
 
 Unit = Literal["host", "device"]
 

@@ -21,10 +21,9 @@ from compilewatch.bot.judge.thresholds import (
     Thresholds,
 )
 from compilewatch.bot.judge.verdicts import compare
-from compilewatch.compiler import signing
-from compilewatch.core.errors import DatabaseError, UsageError
+from compilewatch.core import signing
+from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import RunResults
-from compilewatch.db import connect, load_noise_bands
 
 DEFAULT_BASELINE = Path(".compilewatch/baseline.csv")
 
@@ -121,19 +120,3 @@ def compare_with_project(base: RunResults, head: RunResults, config_dir: Path | 
     project = load_project_config(config_dir)
     return compare(base, head, thresholds=project.threshold_policy(),
                    baseline=load_baseline(project.baseline_path), noise=noise)
-
-
-def noise_bands(db_url: str | None, run: RunResults) -> NoiseBands:
-    """The noise ``compilewatch calibrate`` learned for the base run's environment, from the
-    database (none: the defaults). Read-only: a missing database file is not created."""
-    return noise_bands_of(db_url, run.environment.fingerprint)
-
-
-def noise_bands_of(db_url: str | None, fingerprint: str) -> NoiseBands:
-    """``noise_bands`` for an environment fingerprint, before any run of it exists."""
-    try:
-        with connect(db_url, must_exist=True) as db:
-            bands = load_noise_bands(db, fingerprint)
-    except DatabaseError:
-        return NoiseBands()
-    return NoiseBands(bands, source="calibrate") if bands else NoiseBands()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compilewatch.bot.calibrate import CalibrateRequest, bands_of, calibrate_command
-from compilewatch.bot.judge.project import noise_bands
+from compilewatch.bot.history.noise import noise_bands
 from compilewatch.bot.measuring import MeasureOptions
 from compilewatch.compiler import schedule
 from compilewatch.core.estimates import Prior

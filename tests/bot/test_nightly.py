@@ -331,7 +331,7 @@ def test_publishing_without_a_signing_key_is_refused_before_anything_is_copied(
 
 def test_keys_generate_writes_a_private_key_once_and_prints_the_public_key(
         tmp_path: Path) -> None:
-    from compilewatch.compiler import signing
+    from compilewatch.core import signing
 
     out = tmp_path / "signing.pem"
     result = CliRunner().invoke(main, ["keys", "generate", "--out", str(out)])

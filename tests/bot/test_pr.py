@@ -343,7 +343,7 @@ def test_the_trusted_keys_are_the_base_branch_tips_not_the_merge_bases(
         repo: Path, tmp_path: Path, signing_pair: tuple[bytes, str]) -> None:
     """A branch forked before a key rotation: its merge-base still pins the retired key, but
     the keys the warm cache trusts are those the base branch pins now."""
-    from compilewatch.compiler import signing
+    from compilewatch.core import signing
 
     retired, current = signing.generate()[1], signing_pair[1]
     keys = 'cache_public_keys = ["{}"]\n'

@@ -14,7 +14,7 @@ import pytest
 
 from compilewatch.bot.cache.publish import write_signed
 from compilewatch.compiler import artifacts as art
-from compilewatch.compiler import signing
+from compilewatch.core import signing
 from compilewatch.core.errors import CacheArtifactError
 from tests.factories import megacache
 

@@ -16,7 +16,6 @@ import pytest
 from compilewatch.bot.cache.publish import build_manifest, write_signed
 from compilewatch.bot.measuring import collect_environment
 from compilewatch.compiler import artifacts as art
-from compilewatch.compiler import signing
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.runner import (
     RunOptions,
@@ -25,6 +24,7 @@ from compilewatch.compiler.runner import (
     run_job_full,
     verify_artifact,
 )
+from compilewatch.core import signing
 from compilewatch.core.errors import CacheArtifactError
 from compilewatch.core.schema import Config, Status
 from compilewatch.suites.loader import load_suite

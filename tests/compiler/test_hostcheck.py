@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from compilewatch.compiler import hostcheck
+from compilewatch.core import steadiness
 
 
 def test_spread_ignores_one_descheduled_repeat_but_not_a_host_that_keeps_changing() -> None:
@@ -23,7 +24,7 @@ def test_spread_ignores_one_descheduled_repeat_but_not_a_host_that_keeps_changin
 ])
 def test_noisy_is_judged_on_the_unit_that_times(cpu: float, gpu: float | None,
                                                 noisy: bool) -> None:
-    assert hostcheck.is_noisy(cpu, gpu) is noisy
+    assert steadiness.is_noisy(cpu, gpu) is noisy
 
 
 def test_check_on_a_cpu_reports_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,7 +44,7 @@ def test_check_on_a_cpu_reports_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 ])
 def test_noisy_units_name_the_unit_that_was_unsteady(cpu: float, gpu: float | None,
                                                      units: tuple[bool, bool]) -> None:
-    assert hostcheck.noisy_units(cpu, gpu) == units
+    assert steadiness.noisy_units(cpu, gpu) == units
 
 
 @pytest.mark.parametrize(("cpu_reads", "gpu_reads", "tries", "noisy"), [

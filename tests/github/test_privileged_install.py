@@ -222,7 +222,7 @@ def _consumer_loads_only_the_verified_artifact(root: Path, data: dict[str, bytes
     assert _load(root, "good", public, tmp_path / "private") == data["good"]
     with pytest.raises(CacheArtifactError):
         _load(root, "bad", public, tmp_path / "private-bad")
-    from compilewatch.compiler import signing
+    from compilewatch.core import signing
 
     _, other = signing.generate()
     with pytest.raises(CacheArtifactError):  # signed by the key, not by any key

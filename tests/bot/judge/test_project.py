@@ -60,7 +60,7 @@ def test_typos_are_errors_that_name_the_key(tmp_path, body, message):
 
 
 def test_cache_public_keys_are_validated_at_load(tmp_path: Path) -> None:
-    from compilewatch.compiler import signing
+    from compilewatch.core import signing
 
     _, public = signing.generate()
     (tmp_path / "pyproject.toml").write_text(

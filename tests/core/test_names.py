@@ -5,8 +5,8 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
+from compilewatch.core.names import did_you_mean, unmatched_models
 from compilewatch.suites.loader import load_suite
-from compilewatch.suites.names import did_you_mean, unmatched_models
 
 MICRO = list(load_suite("micro").models)
 
