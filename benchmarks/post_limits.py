@@ -74,7 +74,7 @@ def models(seed: int) -> dict[str, Any]:
 
 def texts(seed: int) -> dict[str, Any]:
     """MAX_MODELS failing results with an error text of MAX_TEXT_CHARS each (about 22 MiB;
-    post's cap per file is 32 MiB: bot/outdir.py)."""
+    post's cap per file is 32 MiB: bot/github/outdir.py)."""
     n = MAX_MODELS
     rng = random.Random(seed)
     results = []

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from compilewatch.bot.history.sides import load_side
 from compilewatch.bot.judge.baseline import update_baseline
 from compilewatch.bot.judge.project import load_project_config
-from compilewatch.bot.outcome import check_something_measured
-from compilewatch.bot.sides import load_side
+from compilewatch.bot.measure.outcome import check_something_measured
 
 
 def baseline_update_command(*, results: str, repo: Path = Path("."),

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compilewatch.bot.checkout import git as gitutil
-from compilewatch.bot.measuring import (
+from compilewatch.bot.measure.harness import (
     MeasureOptions,
     build_results,
     code_record,
@@ -34,8 +34,8 @@ from compilewatch.bot.measuring import (
     side_code,
     suite_sources,
 )
-from compilewatch.bot.outcome import check_own_code
-from compilewatch.bot.suite_listing import load_suites, modules_of
+from compilewatch.bot.measure.listing import load_suites, modules_of
+from compilewatch.bot.measure.outcome import check_own_code
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
 from compilewatch.core import estimates

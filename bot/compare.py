@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compilewatch.bot.diagnostics import relink
 from compilewatch.bot.history.noise import noise_bands
+from compilewatch.bot.history.sides import load_side, results_root
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.project import compare_with_project
-from compilewatch.bot.outcome import check_something_measured
+from compilewatch.bot.measure.outcome import check_something_measured
+from compilewatch.bot.render.diagnostics import relink
 from compilewatch.bot.render.formats import Format, render
-from compilewatch.bot.sides import load_side, results_root
 from compilewatch.core.files import write_atomic
 
 

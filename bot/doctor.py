@@ -19,7 +19,6 @@ from typing import Literal
 
 from github import GithubException
 
-from compilewatch.bot.diagnostics import Find, find_tlparse
 from compilewatch.bot.github.client import (
     Credentials,
     RetryPolicy,
@@ -27,7 +26,8 @@ from compilewatch.bot.github.client import (
     github_errors,
     split_repo,
 )
-from compilewatch.bot.measuring import collect_environment
+from compilewatch.bot.measure.harness import collect_environment
+from compilewatch.bot.render.diagnostics import Find, find_tlparse
 from compilewatch.core.errors import CompilewatchError
 from compilewatch.core.schema import Environment
 

@@ -28,7 +28,7 @@ from compilewatch.bot.cache.publish import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
-from compilewatch.bot.measuring import (
+from compilewatch.bot.measure.harness import (
     MeasureOptions,
     build_results,
     code_record,
@@ -39,9 +39,9 @@ from compilewatch.bot.measuring import (
     side_code,
     suite_sources,
 )
-from compilewatch.bot.outcome import check_own_code, check_something_measured
+from compilewatch.bot.measure.listing import load_suites, modules_of
+from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
 from compilewatch.bot.render.run_table import log_console
-from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import JobRun, Side

@@ -29,10 +29,10 @@ from compilewatch.bot.github.client import (
     open_repo,
     split_repo,
 )
+from compilewatch.bot.github.outdir import DIAGNOSTICS, FILE_LIMITS, REQUIRED
 from compilewatch.bot.github.sticky import CommentResult, fit_comment, upsert_comment
 from compilewatch.bot.history.noise import noise_bands
 from compilewatch.bot.judge.project import compare_with_project
-from compilewatch.bot.outdir import DIAGNOSTICS, FILE_LIMITS, REQUIRED
 from compilewatch.bot.render.formats import MARKER, render
 from compilewatch.bot.render.neutralise import neutralise
 from compilewatch.core.errors import GitHubError, ResultsFileError, UsageError

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from compilewatch.bot import diagnostics
 from compilewatch.bot.cache.fetch import (
     WARM_PREFIX,
     WarmCacheOptions,
@@ -29,12 +28,13 @@ from compilewatch.bot.cache.fetch import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
+from compilewatch.bot.github.outdir import DIAGNOSTICS, OUT_FILES
 from compilewatch.bot.history.noise import noise_bands_of
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.followup import asker, cold_asker
 from compilewatch.bot.judge.host import of_check
 from compilewatch.bot.judge.project import compare_with_project, load_project_config
-from compilewatch.bot.measuring import (
+from compilewatch.bot.measure.harness import (
     MeasureOptions,
     build_results,
     code_record,
@@ -45,10 +45,10 @@ from compilewatch.bot.measuring import (
     side_code,
     suite_sources,
 )
-from compilewatch.bot.outcome import check_own_code, check_something_measured
-from compilewatch.bot.outdir import DIAGNOSTICS, OUT_FILES
+from compilewatch.bot.measure.listing import load_suites, modules_of
+from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
+from compilewatch.bot.render import diagnostics
 from compilewatch.bot.render.formats import render
-from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import JobRun, Side
@@ -147,7 +147,7 @@ def plan_side(sources: list[str], *, device: str, models: Iterable[str],
               python: str = sys.executable, code: SideCode | None = None) -> SidePlan:
     """Each suite of one side (by its worktree path) and its jobs. A built-in suite is ours and
     loaded here; any other is the PR's code, listed by a process of its own from the side's
-    own ``code`` (``bot/suite_listing.py``)."""
+    own ``code`` (``bot/measure/listing.py``)."""
     suites = load_suites(sources, python=python, code=code)
     return SidePlan(sources, plan_jobs(suites, device=device, models=models, strict=False),
                     suites)

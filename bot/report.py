@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from compilewatch.bot.history.sides import load_side
 from compilewatch.bot.render.formats import render_run_html
-from compilewatch.bot.sides import load_side
 from compilewatch.core.files import write_atomic
 
 

@@ -17,7 +17,7 @@ from compilewatch.bot.cache.fetch import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.judge.project import load_project_config
-from compilewatch.bot.measuring import (
+from compilewatch.bot.measure.harness import (
     MeasureOptions,
     build_results,
     code_record,
@@ -28,14 +28,14 @@ from compilewatch.bot.measuring import (
     side_code,
     suite_sources,
 )
-from compilewatch.bot.outcome import (
+from compilewatch.bot.measure.listing import load_suites, modules_of
+from compilewatch.bot.measure.outcome import (
     SHORT_ID,
     check_device_available,
     check_own_code,
     check_something_measured,
 )
 from compilewatch.bot.render.run_table import log_console
-from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
 from compilewatch.compiler.tempdirs import owned_temporary

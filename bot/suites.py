@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from compilewatch.bot.measuring import side_code, suite_sources
-from compilewatch.bot.suite_listing import load_suites
+from compilewatch.bot.measure.harness import side_code, suite_sources
+from compilewatch.bot.measure.listing import load_suites
 from compilewatch.suites.loader import BUILTIN
 from compilewatch.suites.registry import ModelSpec
 

@@ -1,4 +1,4 @@
-"""What the ``db`` and ``ingest`` commands do; bot/cli.py only parses arguments and echoes."""
+"""What the ``db`` and ``ingest`` commands do; bot/cli/ only parses arguments and echoes."""
 
 from __future__ import annotations
 

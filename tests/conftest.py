@@ -28,7 +28,7 @@ def _no_host_credentials() -> Iterator[None]:
     without them a measuring command has nothing to let go of unless a test gives it one. Nor
     is the terminal size a parallel test process is given (``COLUMNS=80``): a test sets the
     width it means."""
-    from compilewatch.bot.credentials import credentials
+    from compilewatch.bot.measure.credentials import credentials
 
     saved = {name: os.environ.pop(name) for name in [*credentials(), "COLUMNS", "LINES"]
              if name in os.environ}

@@ -173,7 +173,7 @@ def write_hostile(path: Path, name: str) -> str:
     if name == OVERSIZED:  # sparse: it takes no disk
         with path.open("wb") as f:
             f.truncate(MAX_FILE_BYTES + 1)
-        # post checks its directory's sizes (bot/outdir.py) before the schema's limit applies
+        # post checks its directory's sizes (bot/github/outdir.py) before the schema's limit applies
         return r"MAX_FILE_BYTES|over the size limit"
     path.write_bytes(_built(name))
     return HOSTILE[name][1]

@@ -13,7 +13,7 @@ import pytest
 
 from compilewatch.bot.calibrate import CalibrateRequest, bands_of, calibrate_command
 from compilewatch.bot.history.noise import noise_bands
-from compilewatch.bot.measuring import MeasureOptions
+from compilewatch.bot.measure.harness import MeasureOptions
 from compilewatch.compiler import schedule
 from compilewatch.core.estimates import Prior
 from compilewatch.db import connect, load_noise_bands, save_noise_bands

@@ -80,10 +80,10 @@ def test_baseline_update_then_compare_uses_it(sides, tmp_path):
 
 
 def test_html_is_not_printed_into_a_terminal(sides, tmp_path, monkeypatch):
-    from compilewatch.bot import cli
+    from compilewatch.bot.cli import result_commands
 
     base, head, _ = sides
-    monkeypatch.setattr(cli, "_stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(result_commands, "stdout_is_terminal", lambda: True)
     r = CliRunner().invoke(main, ["compare", str(base), str(head), "--format", "html"])
     assert r.exit_code == 2 and "--out" in r.output and "<html" not in r.output
     out = tmp_path / "c.html"

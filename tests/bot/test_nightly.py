@@ -272,7 +272,7 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
     process starts (each cold compile "saves" a file, each warm start "verifies" it)."""
     import functools
 
-    from compilewatch.bot.measuring import MeasureOptions
+    from compilewatch.bot.measure.harness import MeasureOptions
     from compilewatch.bot.nightly import NightlyRequest, measure_nightly
     from compilewatch.compiler import schedule
     from compilewatch.compiler.protocol import SavedArtifact

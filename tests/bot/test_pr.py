@@ -21,7 +21,7 @@ from compilewatch.bot.cli import main
 from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.thresholds import Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
-from compilewatch.bot.measuring import MeasureOptions
+from compilewatch.bot.measure.harness import MeasureOptions
 from compilewatch.bot.pr import PrRequest, pr_command
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER

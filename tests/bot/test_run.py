@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compilewatch.bot.measuring import MeasureOptions
+from compilewatch.bot.measure.harness import MeasureOptions
 from compilewatch.bot.run import RunRequest, run_command
 from compilewatch.compiler import schedule
 from compilewatch.core.schema import load_results

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from compilewatch.bot.cache.publish import build_manifest, write_signed
-from compilewatch.bot.measuring import collect_environment
+from compilewatch.bot.measure.harness import collect_environment
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.runner import (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compilewatch.bot.suite_listing import list_suite
+from compilewatch.bot.measure.listing import list_suite
 from compilewatch.core.errors import SuiteError
 from compilewatch.suites import listing
 from compilewatch.suites.loader import load_suite
@@ -87,7 +87,7 @@ def test_every_bad_answer_is_refused_by_name(text: str, field: str) -> None:
 
 
 def test_an_answer_that_is_not_a_plain_file_is_never_read(tmp_path: Path) -> None:
-    from compilewatch.bot.suite_listing import _listing_text
+    from compilewatch.bot.measure.listing import _listing_text
 
     link = tmp_path / "listing.json"
     link.symlink_to("/dev/zero")

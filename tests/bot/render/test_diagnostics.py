@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from compilewatch.bot import diagnostics
 from compilewatch.bot.cli import main
 from compilewatch.bot.doctor import doctor
 from compilewatch.bot.judge.verdicts import compare
+from compilewatch.bot.render import diagnostics
 from compilewatch.bot.render.formats import render_html, render_markdown
 from compilewatch.core.schema import Diagnostics, RunResults
 from tests.factories import environment, model_result, run_results

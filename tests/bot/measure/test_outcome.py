@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.outcome import check_something_measured, nothing_measured
+from compilewatch.bot.measure.outcome import check_something_measured, nothing_measured
 from compilewatch.core.errors import NothingMeasured
 from compilewatch.core.schema import Category, load_results, save_results
 from tests.factories import model_result, run_results

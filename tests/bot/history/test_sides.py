@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.sides import load_side
+from compilewatch.bot.history.sides import load_side
 from compilewatch.core.errors import DatabaseError, UsageError
 from compilewatch.db import connect, ingest
 from tests.factories import model_result, run_results

@@ -1,5 +1,6 @@
 """What a measuring command lets go of before repository code runs, and the databases it
-refuses (``bot/credentials.py``). The exec itself is seen by tests/bot/test_credential_reach.py."""
+refuses (``bot/measure/credentials.py``). The exec itself is seen by
+tests/bot/test_credential_reach.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.credentials import check_database, credentials
+from compilewatch.bot.measure.credentials import check_database, credentials
 from compilewatch.core.errors import UsageError
 
 HOST = {"PATH": "/bin", "HOME": "/root", "GITHUB_TOKEN": "ghp_x", "HF_TOKEN": "hf_x",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from compilewatch.bot.suite_listing import list_suite
+from compilewatch.bot.measure.listing import list_suite
 from compilewatch.compiler import proctree
 
 SUITE = '''

@@ -1,0 +1,407 @@
+"""The measuring commands: ``run``, ``nightly``, ``calibrate`` and ``pr``, and the options
+they share."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from compilewatch.bot.cli.base import (
+    DB_HELP,
+    color_option,
+    handed_over,
+    handle_errors,
+    let_go_first,
+    main,
+    make_console,
+    stacked,
+)
+from compilewatch.core.schema import DEVICES, DTYPES, DYNAMIC, MODES
+
+measure_options = stacked(
+    click.option("--model", "models", multiple=True,
+                 help="Only these models (exact names or shell globs). Repeatable."),
+    click.option("--device", type=click.Choice(DEVICES), default="cpu",
+                 show_default=True, help="Device to compile for."),
+    click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
+                 help="Seconds one worker process (one model, one phase) may take before it "
+                      "is killed and recorded as a timeout."),
+    click.option("--rounds", type=int, default=30, show_default=True,
+                 help="Interleaved eager/compiled timing rounds per model."),
+    click.option("--block-ms", type=float, default=20.0, show_default=True,
+                 help="Target wall time of one timed block of back-to-back calls."),
+    click.option("--processes", "timing_processes", type=click.IntRange(min=0), default=None,
+                 help="Timing processes per model and side, each a fresh process on the warm "
+                      "cache (samples between processes are where the noise is). Default: 3 "
+                      "on cuda, 2 on cpu."),
+    click.option("--cold-processes", type=click.IntRange(min=1), default=None,
+                 help="Cold-compile processes per model and side, each on an empty cache dir. "
+                      "Default: 3 on cuda, 1 on cpu (one sample is shown, not judged)."),
+    click.option("--isolation", type=click.Choice(["fork", "spawn"]), default="fork",
+                 show_default=True,
+                 help="fork: workers are forked from a server that imported the compiler "
+                      "stack once; spawn: every worker is a fresh interpreter."),
+    click.option("--compile-slots", type=click.IntRange(min=1), default=None,
+                 help="Compile processes at once. Default: cores/4 (2..8) on cuda, 1 on cpu."),
+    click.option("--pin-cpus", default=None, metavar="N[,N...]",
+                 help="CPU cores the timing processes run on. Default: the last core on "
+                      "cuda, none on cpu."),
+    click.option("--ready-compile-workers", is_flag=True,
+                 help="Start Inductor's compile workers while a cold compile's model "
+                      "builds and wait for them before its clock starts, so every Triton "
+                      "kernel compiles in them (by default torch compiles a kernel in the "
+                      "process itself until they are up: a race suspected of moving short "
+                      "cold compiles). Off by default: on an H200 it did not narrow their "
+                      "spread (docs/verdict-quality.md)."),
+    click.option("--preload-compile-path", is_flag=True,
+                 help="Import what a first compile imports on first use (pattern passes, "
+                      "codegen, export; worker.COMPILE_PATH) before any compile's clock, so a "
+                      "cold compile times the compile's own work rather than those imports. "
+                      "Off by default: those imports are part of every user's first compile, "
+                      "and on an H200 timing compiles without them did not narrow the "
+                      "spread."),
+    click.option("--allow-installed", "allow_installed", multiple=True, metavar="MODULE",
+                 help="Measure this module of the repository from its installed copy. By "
+                      "default each side imports the repository's code from its own checkout "
+                      "(root, then [tool.compilewatch] pythonpath or src/) and refuses a module "
+                      "the repository provides that came from elsewhere, such as an editable "
+                      "install of the PR's head. Repeatable. Example: --allow-installed "
+                      "mypkg."),
+)
+"""How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
+
+MEASURE_KEYS = ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
+                "cold_processes", "isolation", "compile_slots", "pin_cpus",
+                "ready_compile_workers", "preload_compile_path", "allow_installed")
+
+
+def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:
+    """Pop the measuring flags out of a command's keywords into one ``MeasureOptions``."""
+    from compilewatch.bot.measure.harness import MeasureOptions
+
+    values = {k: kwargs.pop(k) for k in MEASURE_KEYS}
+    if values["pin_cpus"] is not None:
+        try:
+            values["pin_cpus"] = tuple(int(x) for x in values["pin_cpus"].split(",") if x)
+        except ValueError:
+            raise click.BadParameter("a comma-separated list of core numbers",
+                                     param_hint="--pin-cpus") from None
+    bad = [m for m in values["allow_installed"] if not m.isidentifier()]
+    if bad:
+        raise click.BadParameter(f"{bad[0]!r} is not a top-level module name (e.g. mypkg)",
+                                 param_hint="--allow-installed")
+    values["allow_installed"] = tuple(values["allow_installed"])
+    return MeasureOptions(**values, **extra)
+
+
+def warm_cache_options_from(kwargs: dict[str, Any]) -> Any:
+    from compilewatch.bot.cache.fetch import WarmCacheOptions
+
+    return WarmCacheOptions(source=kwargs.pop("warm_cache"), repo=kwargs.pop("warm_cache_repo"),
+                            token_env=kwargs.pop("token_env"),
+                            github_url=kwargs.pop("github_url"),
+                            public_keys=tuple(kwargs.pop("cache_public_keys")))
+
+warm_cache_options = stacked(
+    click.option("--warm-cache", default=None, metavar="DIR|release",
+                 help="Also time a warm-start compile: load the newest verified cache "
+                      "artifact for this environment from DIR (a `compilewatch nightly` "
+                      "publish dir) or from the newest nightly release of "
+                      "--warm-cache-repo. A refused artifact is noted in the result and "
+                      "the run goes on cold."),
+    click.option("--warm-cache-repo", default=None,
+                 help="OWNER/NAME for --warm-cache release."),
+    click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+                 help="Environment variable holding the token for --warm-cache release."),
+    click.option("--github-url", envvar="GITHUB_API_URL", default=None,
+                 help="API base URL for --warm-cache release (GitHub Enterprise: "
+                      "https://HOST/api/v3). Env: GITHUB_API_URL."),
+    click.option("--cache-public-key", "cache_public_keys", multiple=True, metavar="ed25519:KEY",
+                 help="Public key whose signed manifests --warm-cache may load, beside "
+                      "[tool.compilewatch] cache_public_keys. Repeatable. An unsigned or "
+                      "foreign-signed artifact is refused and the run goes on cold."),
+)
+"""``--warm-cache`` and its companions, shared by ``run`` and ``pr``."""
+
+
+@main.command("run")
+@measure_options
+@click.option("--suite", "suites", multiple=True,
+              help="Suite to run: a built-in name (micro, hf, vision, timm), a Python file, or a "
+                   "module. Repeatable. Default: [tool.compilewatch] suites of ./pyproject.toml, "
+                   "else micro.")
+@click.option("--mode", "modes", multiple=True,
+              type=click.Choice(MODES),
+              help="torch.compile mode; repeatable for a sweep. Default: each model's own "
+                   "(default).")
+@click.option("--dtype", "dtypes", multiple=True,
+              type=click.Choice(DTYPES),
+              help="Precision; repeatable. amp = float32 weights under autocast. Default: "
+                   "float32.")
+@click.option("--dynamic", "dynamics", multiple=True, type=click.Choice(list(DYNAMIC)),
+              help="torch.compile(dynamic=...): auto is None. Repeatable. Default: the "
+                   "model's own.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("results.json"), show_default=True, help="Results JSON to write.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Inductor cache root to reuse. Default: a fresh empty dir per model, so that "
+                   "the cold compile is really cold.")
+@click.option("--no-warm", is_flag=True,
+              help="No timing processes: the cold process times steady state itself.")
+@click.option("--no-diagnostics", "diagnostics", is_flag=True, flag_value=False, default=True,
+              help="Do not keep each cold compile's structured trace (TORCH_TRACE format, gzip) "
+                   "in OUT's folder beside it (RESULTS.diagnostics/RUN_ID/).")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None,
+              help=DB_HELP + " Default: the embedded SQLite file (see docs/storage.md).")
+@click.option("--no-db", is_flag=True, help="Do not store the run in any database.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary table.")
+@click.option("--allow-empty", is_flag=True,
+              help="Exit 0 even when nothing was measured (every model skipped, e.g. "
+                   "--device cuda without a GPU).")
+@warm_cache_options
+@color_option
+@handle_errors
+def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
+    """Measure suites through Dynamo -> AOTAutograd -> Inductor and write a results file.
+
+    Every (model, config) runs in isolated worker processes: a cold compile in a fresh process
+    with an empty Inductor cache dir, then a warm compile in a new process on the same dir. A
+    model that raises, crashes, hangs or runs out of memory is recorded and the run goes on.
+    A run in which nothing was measured (every model skipped) exits 2 naming why, unless
+    --allow-empty.
+
+    \b
+    Example:
+      compilewatch run --suite micro --device cpu --out results.json
+    """
+    from compilewatch.bot.render.run_table import summary_table
+    from compilewatch.bot.run import RunRequest, run_command
+
+    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    if kwargs.pop("no_warm"):
+        measure = dataclasses.replace(measure, timing_processes=0)
+    from compilewatch.bot.run import fetch_before_letting_go
+
+    req = RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
+                     allow_empty=allow_empty, **kwargs)
+    let_go_first(lambda: fetch_before_letting_go(req), keep_database=True)
+    console = make_console(stderr=True)
+    with handed_over(req) as req:
+        results = run_command(req, console=console)
+    if not measure.quiet:
+        console.print(summary_table(results, width=console.width))
+        console.print(f"results: {kwargs['out']}", markup=False)
+
+
+@main.command("nightly")
+@measure_options
+@click.option("--suite", "suites", multiple=True,
+              help="Suite to run (as for run). Repeatable. Default: the repository's suites.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("nightly"), show_default=True,
+              help="Output folder: results.json and artifacts/ (manifest.json, *.megacache).")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--no-db", is_flag=True, help="Do not store the run or the artifacts.")
+@click.option("--publish-only", is_flag=True,
+              help="Measure nothing: publish the verified artifacts already in --out.")
+@click.option("--publish-dir", "publish_to", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Copy the verified artifacts and manifest to DIR/TAG/.")
+@click.option("--publish-release", "publish_to_release", is_flag=True,
+              help="Upload the verified artifacts and manifest to release TAG of --repo.")
+@click.option("--repo", default=None, help="OWNER/NAME for --publish-release.")
+@click.option("--tag", default=None, help="Release tag / folder. Default: PREFIX + UTC date.")
+@click.option("--tag-prefix", default="nightly-", show_default=True,
+              help="Prefix of nightly tags (pruning only touches these).")
+@click.option("--keep-last", type=click.IntRange(min=1), default=None,
+              help="Keep only the newest N nightly releases.")
+@click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+              help="Environment variable holding the token (never pass a token as an argument).")
+@click.option("--github-url", envvar="GITHUB_API_URL", default=None,
+              help="API base URL (GitHub Enterprise). Env: GITHUB_API_URL.")
+@click.option("--signing-key-env", default="COMPILEWATCH_SIGNING_KEY", show_default=True,
+              help="Environment variable holding the private key (PEM) that signs the published "
+                   "manifest. Publishing without a key is refused.")
+@click.option("--signing-key-file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="File holding the signing key (instead of --signing-key-env).")
+@click.option("--allow-empty", is_flag=True,
+              help="Accept a run in which nothing was measured (every model skipped).")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@handle_errors
+def nightly_cmd(**kwargs: Any) -> None:
+    """Measure the suites and build, verify and publish the portable compile-cache artifacts.
+
+    Each (model, config)'s cold compile saves torch.compiler.save_cache_artifacts(); a fresh
+    process with an empty cache dir loads it and must hit the cache (no FX misses) and match
+    eager within the model's tolerance. Only verified artifacts are published; the others are
+    listed with the reason.
+
+    \b
+    Example:
+      compilewatch nightly --suite micro --out nightly/ --publish-dir /srv/compile-cache
+    """
+    from compilewatch.bot.nightly import NightlyRequest, PublishOptions, nightly_command
+
+    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    publish = PublishOptions(
+        to_dir=kwargs.pop("publish_to"), to_release=kwargs.pop("publish_to_release"),
+        repo=kwargs.pop("repo"), tag=kwargs.pop("tag"), tag_prefix=kwargs.pop("tag_prefix"),
+        keep_last=kwargs.pop("keep_last"), token_env=kwargs.pop("token_env"),
+        github_url=kwargs.pop("github_url"), signing_key_env=kwargs.pop("signing_key_env"),
+        signing_key_file=kwargs.pop("signing_key_file"))
+    if not (publish.to_dir or publish.to_release):
+        # measuring only (the workflow's measuring job): nothing here needs a credential; a
+        # nightly that publishes keeps the key it signs with (docs/security.md)
+        let_go_first(keep_database=True)
+    report = nightly_command(NightlyRequest(measure=measure, publish=publish, **kwargs))
+    if not measure.quiet:
+        _print_nightly(report)
+
+
+def _print_nightly(report: Any) -> None:
+    """What a nightly measured, verified and published, for its log."""
+    from compilewatch.bot.render.run_table import summary_table
+
+    console = make_console(stderr=True)
+    if report.results is not None:
+        console.print(summary_table(report.results, width=console.width))
+    good = sum(e.verified for e in report.manifest.artifacts)
+    console.print(f"cache artifacts: {good} verified of {len(report.manifest.artifacts)}",
+                  markup=False)
+    for what, why in report.rejected:
+        console.print(f"  not published: {what}: {why}", markup=False)
+    for where in report.published:
+        console.print(f"published: {where}", markup=False)
+
+
+
+
+@main.command("calibrate")
+@measure_options
+@click.option("--suite", "suites", multiple=True,
+              help="Suite to calibrate (as for run). Repeatable. Default: the repository's.")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="The checkout whose suites are measured.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--sides", type=click.IntRange(1, 10), default=None,
+              help="Independent sides, each with its own cold compiles and warm cache, as a "
+                   "pr's base and head have: what one side's processes share is learned from "
+                   "how the sides differ. Default: 3 on cuda, 1 on cpu.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@handle_errors
+def calibrate_cmd(**kwargs: Any) -> None:
+    """Learn each model's noise on this runner: measure the same code on several sides of
+    many processes (--sides; --processes and --cold-processes a side, default 8 in all on
+    cuda split over the sides, 4 on cpu) and store, per model, the spread between processes
+    and what a side's processes share. Later comparisons on this environment judge with it.
+
+    \b
+    Example:
+      compilewatch calibrate --suite micro --device cuda --db postgresql://ci@db/compilewatch
+    """
+    from compilewatch.bot.calibrate import CalibrateRequest, calibrate_command
+
+    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    let_go_first(keep_database=True)
+    runs, bands = calibrate_command(CalibrateRequest(measure=measure, **kwargs))
+    click.echo(f"run{'s' if len(runs) > 1 else ''} {', '.join(r.run_id for r in runs)}: "
+               f"noise bands of {len(bands)} model(s), environment "
+               f"{runs[0].environment.fingerprint[:12]}")
+    for (suite, model, slug), metrics in sorted(bands.items()):
+        parts = ", ".join(f"{m} {p.sd:.1%} (df {p.df})" for m, p in sorted(metrics.items()))
+        click.echo(f"  {suite}/{model} [{slug}]: {parts}")
+
+
+
+
+@main.command("pr")
+@measure_options
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="The git checkout holding both refs.")
+@click.option("--base", default=None,
+              help="Base branch/ref; measured at its merge-base with --head. With --pr: "
+                   "default origin/HEAD.")
+@click.option("--head", default=None, help="Head ref of the change (instead of --pr).")
+@click.option("--pr", type=click.IntRange(min=1), default=None,
+              help="Pull request number: refs/pull/N/head is fetched from origin into "
+                   "refs/compilewatch/pr/N unless already there.")
+@click.option("--suite", "suites", multiple=True,
+              help="Suite (name, module, or a .py file relative to the repository root). "
+                   "Repeatable. Default: each side's own [tool.compilewatch] suites.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("compilewatch-out/pr"), show_default=True,
+              help="Output directory: base.json, head.json, comparison.json, comment.md, "
+                   "report.html (a new or empty directory, or one that holds only these).")
+@click.option("--base-python", default=sys.executable, show_default="this interpreter",
+              help="Interpreter (torch build) for the base side.")
+@click.option("--head-python", default=sys.executable, show_default="this interpreter",
+              help="Interpreter (torch build) for the head side; with a different one, base "
+                   "and head may be the same commit.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--report-url", default=None, help="Link to the full report, used in the comment.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit 1 when a gating regression is found (after writing the output).")
+@click.option("--no-warm", is_flag=True,
+              help="No timing processes: the cold process times steady state itself (faster; "
+                   "one process a side, so no verdict sees the noise between processes; no "
+                   "warm_s).")
+@click.option("--measure-all", is_flag=True,
+              help="Also time models whose compiled code is the same on both sides by "
+                   "construction (one graph, equal cache keys, same environment).")
+@click.option("--extra-processes", type=click.IntRange(min=0), default=None,
+              help="Timing processes a side added, once, to a model whose first verdict is "
+                   "undecided with its estimate past the threshold. Default: 3 on cuda, 0 on "
+                   "cpu.")
+@click.option("--extra-cold-processes", type=click.IntRange(min=0), default=None,
+              help="Cold compiles a side added, once, to a model whose cold-compile verdict "
+                   "is undecided with its estimate near the threshold, or a change called "
+                   "on the first ones (judged again on all: confirmed or taken back). "
+                   "Default: 3 on cuda, 0 on cpu.")
+@click.option("--no-db", is_flag=True, help="Do not store the two runs in any database.")
+@click.option("--allow-empty", is_flag=True,
+              help="Accept a side in which nothing was measured (every model skipped).")
+@warm_cache_options
+@click.option("--quiet", "-q", is_flag=True, help="No summary table.")
+@color_option
+@handle_errors
+def pr_cmd(**kwargs: Any) -> None:
+    """Measure a change's merge-base and head in temporary worktrees, interleaved, and compare.
+
+    Writes OUT/{base,head,comparison}.json, comment.md and report.html for `compilewatch post`.
+    Exit status: 0 ok, 1 gating regression (with --fail-on-regression), 2 bad input or ref.
+
+    \b
+    Example:
+      compilewatch pr --base main --head my-branch --out compilewatch-out/pr
+    """
+    from compilewatch.bot.github.outdir import OUT_FILES
+    from compilewatch.bot.judge.verdicts import raise_on_gating
+    from compilewatch.bot.pr import PrRequest, pr_command
+    from compilewatch.bot.render.comparison_table import build_table
+
+    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"),
+                                   measure_all=kwargs.pop("measure_all"),
+                                   extra_processes=kwargs.pop("extra_processes"),
+                                   extra_cold_processes=kwargs.pop("extra_cold_processes"))
+    if kwargs.pop("no_warm"):
+        measure = dataclasses.replace(measure, timing_processes=0)
+    fail_on_regression = kwargs.pop("fail_on_regression")
+    from compilewatch.bot.measure.credentials import check_database
+    from compilewatch.bot.pr import fetch_before_letting_go
+
+    req = PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs)
+    check_database(req.db_url, req.no_db)
+    let_go_first(lambda: fetch_before_letting_go(req))
+    with handed_over(req) as req:
+        comparison = pr_command(req)
+    if not measure.quiet:
+        console = make_console()
+        console.print(build_table(comparison, console.width))
+        console.print(f"wrote {', '.join(OUT_FILES)} to {kwargs['out']}", markup=False)
+    if fail_on_regression:  # after every file is written: CI keeps them
+        raise_on_gating(comparison)
+
+
