@@ -23,7 +23,7 @@ from compilewatch.bot.render.formats import render_html, render_markdown
 from compilewatch.core.schema import Diagnostics, RunResults
 from tests.factories import environment, model_result, run_results
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_tlparse_is_a_dependency_not_an_extra() -> None:
