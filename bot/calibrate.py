@@ -47,12 +47,8 @@ from compilewatch.db import connect, save_noise_bands, store_runs
 Ident = tuple[str, str, str]
 DEFAULT_PROCESSES = {"cuda": 8, "cpu": 4}
 # Independent measurements of the same code, each with its own cold compiles and caches, as a
-# pr's two sides are: what a side's processes share varies only between them. On the H200 a
-# model's three processes a side once agreed within 1% while two sides of the same code
-# differed by 3.1% (docs/verdict-quality.md, repeat 8); since each timing process times its
-# own cold compile, calibrate measured 0.0% shared there for every micro model, and keeps
-# measuring it. One on cpu: a shared part has been seen only on the GPU, and on a few-core CPU
-# runner each side costs minutes.
+# pr's two sides are: what a side's processes share varies only between them, and has been seen
+# only on the GPU (docs/verdict-quality.md, "The measurements behind the judging rules").
 DEFAULT_SIDES = {"cuda": 3, "cpu": 1}
 
 

@@ -1,25 +1,14 @@
-"""Which first verdicts are close enough that more timing processes would settle them.
+"""Which first verdicts are close enough that more processes would settle them.
 
-Three processes a side cannot tell a 10% change from noise when those processes happen to
-disagree by 5%: on the H200 a compiler-side +9.8% change came out "within noise" with the
-interval [+2.4%, +17.8%] because its band, three times the run's spread, was 10.5%. Lowering
-the band would have called it, and would have called three times as many false alarms
-(docs/verdict-quality.md). What settles such a model is more evidence: a few more timing
-processes a side, on the warm cache (seconds each). Only models whose steady-state verdict is
-undecided *and* whose estimate is past the threshold get them, so a quiet suite costs nothing.
-
-Cold compiles likewise: on the H200 one side's cold compiles of a small model spread 5-10%
-(standard deviation of the log); at 6%, three pairs find a +20% change 71% of the time. A
+Three processes a side cannot always tell a 10% change from noise, and lowering the band would
+call more false alarms; what settles such a model is more evidence. Only models whose verdict
+is undecided *and* whose estimate is past the threshold get more timing processes a side (on
+the warm cache, seconds each), so a quiet suite costs nothing. Cold compiles likewise: a
 cold-compile verdict still open with its estimate past two thirds of the threshold gets a few
-more cold compiles a side (each on an empty cache, seconds for a small model), and so does
-every change called on the first pairs; either is judged again on all of them. Three pairs of
-the same code sometimes agree by chance, because pairs run one after another share the host's
-state of the moment: on the H200 A/A pairs were called a -14.9% improvement [-22.6%, -6.3%]
-(its six pairs: -8%) and a +28.1% regression [+17.9%, +39.2%], an interval wholly past the
-threshold, whose next three pairs said +2% (all six: +14.3%, within noise). The second look,
-later in the run, takes such calls back. On draws (``benchmarks/cold_power.py``, pairs drawn
-independently, so the correlation above is not in them), at 6% noise +20% is then found 83%
-of the time and A/A flagged 0.0% (three pairs: 71%, 0.4%), at 8% 65% and 0.1% (58%, 2.2%).
+more cold compiles a side, and so does every change called on the first pairs (pairs run one
+after another share the host's state and sometimes agree by chance); either is judged again on
+all of them. The measurements behind both rules: docs/verdict-quality.md, "The measurements
+behind the judging rules".
 """
 
 from __future__ import annotations
@@ -48,7 +37,7 @@ def more_processes(base: ModelResult, head: ModelResult, thresholds: Thresholds,
     threshold: a change may be there, and the processes so far disagree too much to say. Not
     where the band the verdict needs (three times the spread between processes) is more than
     twice the estimate: more processes narrow the interval, not the spread, so they would not
-    get there (on the H200: a launch-bound model at +19% with a 66% band). Nor where the host
+    get there (docs/verdict-quality.md). Nor where the host
     preflight found the unit that times this model too noisy: its verdict will say so, and
     more processes on that host would not change it.
     """

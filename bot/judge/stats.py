@@ -60,12 +60,10 @@ def _narrowing(processes: tuple[int, int]) -> float:
     by the fourth root of ``BAND_PROCESSES / n`` (n the harmonic mean of the two sides'
     counts), never wider than at three. More processes (``--processes``, a follow-up) narrow
     the interval; without this they could not settle a change smaller than three of their own
-    spreads: on the H200 a compiler-side +9.2% [+4.8%, +13.7%] over six processes a side
-    stayed within noise under a band of 9.7% (8.2% with this). The fourth root, not the
-    square root a standard error would shrink by: part of the noise does not average out over
-    a side's processes (they share its compile and its cache), and on the two-stage
-    simulation in tests/bot/judge/test_followup.py the square root added three A/A false
-    alarms in 300 where this adds one (docs/compare.md)."""
+    spreads. The fourth root, not the square root a standard error would shrink by: part of
+    the noise does not average out over a side's processes (they share its compile and its
+    cache). The measurements: docs/verdict-quality.md, "The measurements behind the judging
+    rules"."""
     b, h = processes
     if b <= 0 or h <= 0:
         return 1.0

@@ -217,10 +217,9 @@ def _cold_compile(b: ModelResult, h: ModelResult, t: Thresholds, judge: Judging,
                   concurrent: bool) -> Delta | None:
     """Cold compile time. When the cold compiles ran beside other compiles (several compile
     slots), wall time carries the others' contention and process-tree CPU time carries the
-    start-up of Inductor's compile workers (which import torch): on the H200 each witness,
-    alone, called a cold-compile change where the compile's work had not changed (a
-    memory-bound model with 5% more elements: CPU time +22%, wall +4%). So both are judged, on
-    pairs run side by side, and a change is called only when they agree; shown in wall time."""
+    start-up of Inductor's compile workers (which import torch), and each witness alone has
+    called changes that were not there (docs/verdict-quality.md). So both are judged, on pairs
+    run side by side, and a change is called only when they agree; shown in wall time."""
     bc, hc = b.compile, h.compile
     wall_b, wall_h = _samples(bc.cold_s, bc.cold_samples_s), _samples(hc.cold_s,
                                                                       hc.cold_samples_s)
