@@ -25,6 +25,7 @@ from pathlib import Path
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
+    OnProgress,
     build_results,
     code_record,
     collect_environment,
@@ -107,7 +108,7 @@ def model_bands(results: list[ModelResult]) -> dict[str, Prior]:
     return {**out, **shared_bands(results)} if out else {}
 
 
-def calibrate_command(req: CalibrateRequest
+def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = None
                       ) -> tuple[list[RunResults], dict[Ident, dict[str, Prior]]]:
     """Measure the checkout on ``sides`` independent sides of many processes each, store the
     runs (one a side) and the noise bands."""
@@ -131,7 +132,7 @@ def calibrate_command(req: CalibrateRequest
     started = now()
     names = [f"run{i + 1}" for i in range(sides)] if sides > 1 else ["run"]
     measured = measure_sides([Side(name, jobs, options.run_options(req.python, code=code))
-                              for name in names], options)
+                              for name in names], options, progress=progress)
     git, host = gitutil.head_info(req.repo), host_check(options.device, req.python)
     runs = [build_results(models := [j.result for j in measured[name]], env=env, git=git,
                           sources=sources, options=options, started=started,

@@ -30,6 +30,7 @@ from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
+    OnProgress,
     build_results,
     code_record,
     collect_environment,
@@ -41,7 +42,6 @@ from compilewatch.bot.measure.harness import (
 )
 from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
-from compilewatch.bot.render.run_table import log_console
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import JobRun, Side
@@ -95,7 +95,8 @@ class NightlyRequest:
     publish: PublishOptions = field(default_factory=PublishOptions)
 
 
-def measure_nightly(req: NightlyRequest) -> tuple[RunResults, art.Manifest, list[JobRun]]:
+def measure_nightly(req: NightlyRequest, progress: OnProgress | None = None
+                    ) -> tuple[RunResults, art.Manifest, list[JobRun]]:
     """Run the suites with artifact saving + verification; write OUT/results.json and
     OUT/artifacts/manifest.json (after every model too)."""
     out = req.out
@@ -126,12 +127,13 @@ def measure_nightly(req: NightlyRequest) -> tuple[RunResults, art.Manifest, list
         art.write_manifest(man, out / "artifacts" / art.MANIFEST_NAME)
         return results, man
 
-    runs = measure_sides([Side("run", jobs, opts)], req.measure, console=log_console(),
+    runs = measure_sides([Side("run", jobs, opts)], req.measure, progress=progress,
                          on_done=lambda done: write(done["run"], finished=False))["run"]
     return (*write(runs, finished=True), runs)
 
 
-def nightly_command(req: NightlyRequest) -> NightlyReport:
+def nightly_command(req: NightlyRequest, *, progress: OnProgress | None = None
+                    ) -> NightlyReport:
     """Measure + build + verify (unless ``publish_only``), then sign and publish what was
     verified."""
     pub = req.publish
@@ -144,7 +146,7 @@ def nightly_command(req: NightlyRequest) -> NightlyReport:
     tag = pub.tag or f"{pub.tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
     results: RunResults | None = None
     if not req.publish_only:
-        results, man, runs = measure_nightly(req)
+        results, man, runs = measure_nightly(req, progress)
         check_own_code(results)
         check_something_measured(results, req.allow_empty)  # before storing or publishing
         if not req.no_db:

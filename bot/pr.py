@@ -10,6 +10,7 @@ that machine drift hits both sides alike.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import shutil
 import sys
@@ -36,6 +37,7 @@ from compilewatch.bot.judge.host import of_check
 from compilewatch.bot.judge.project import compare_with_project, load_project_config
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
+    OnProgress,
     build_results,
     code_record,
     collect_environment,
@@ -226,12 +228,14 @@ Collect = Callable[[str], Environment]
 
 
 def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
-               environment: Collect = collect_environment) -> Comparison:
+               environment: Collect = collect_environment,
+               progress: OnProgress | None = None) -> Comparison:
     """Measure merge-base and head through the one loop, interleaved, write the five output
     files, store both runs, compare.
 
     ``measure`` and ``environment`` are parameters so tests can check the orchestration
-    (refs, worktrees, cleanup) without compiling anything.
+    (refs, worktrees, cleanup) without compiling anything; ``progress`` hears how measuring
+    goes.
     """
     req.measure.check()
     refs = resolve_refs(req.repo, base=req.base, head=req.head, pr=req.pr)
@@ -248,7 +252,7 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
     stage = staging(req.out)
     try:
         comparison, runs = _measure(req, refs, envs, pythons, same_env, started, host, stage,
-                                    measure)
+                                    functools.partial(measure, progress=progress))
         return _finish(comparison, runs, req, stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)

@@ -7,8 +7,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.console import Console
-
 from compilewatch.bot.cache.fetch import (
     WARM_PREFIX,
     WarmCacheOptions,
@@ -19,6 +17,7 @@ from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
+    OnProgress,
     build_results,
     code_record,
     collect_environment,
@@ -35,7 +34,6 @@ from compilewatch.bot.measure.outcome import (
     check_own_code,
     check_something_measured,
 )
-from compilewatch.bot.render.run_table import log_console
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import Side
 from compilewatch.compiler.tempdirs import owned_temporary
@@ -73,10 +71,10 @@ def fetch_before_letting_go(req: RunRequest) -> dict[str, str]:
                          load_project_config(req.repo).cache_public_keys)
 
 
-def run_command(req: RunRequest, *, console: Console | None = None) -> RunResults:
+def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunResults:
     """Measure, write ``req.out`` (after every model, then finished) and store the run
-    (``db_url`` or the embedded SQLite default). ``console``: where the progress goes (the
-    CLI's, so that its width and colour settings hold); the summary is the caller's to print."""
+    (``db_url`` or the embedded SQLite default). ``progress`` hears how measuring goes; the
+    summary is the caller's to print."""
     req.measure.check()
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
@@ -87,7 +85,6 @@ def run_command(req: RunRequest, *, console: Console | None = None) -> RunResult
     env = collect_environment(req.python)
     check_device_available(env, req.measure.device, req.allow_empty, req.python)
     host = host_check(req.measure.device, req.python)
-    console = console or log_console()
 
     def results_of(done: list[ModelResult], finished: bool = True) -> RunResults:
         return build_results(done, env=env, git=gitutil.head_info(req.repo), sources=sources,
@@ -105,7 +102,7 @@ def run_command(req: RunRequest, *, console: Console | None = None) -> RunResult
                                        diagnostics_dir=kept, diagnostics_base=req.out.parent,
                                        code=code)
         measured = measure_sides(
-            [Side("run", jobs, opts)], req.measure, console=console,
+            [Side("run", jobs, opts)], req.measure, progress=progress,
             on_done=lambda done: save_results(
                 results_of([j.result for j in done["run"]], finished=False), req.out))
     results = results_of([j.result for j in measured["run"]])

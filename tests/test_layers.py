@@ -150,6 +150,14 @@ def _imports_click(node: ast.AST) -> bool:
     return isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "click"
 
 
+def _console_on_a_terminal(call: ast.Call) -> bool:
+    """``Console(...)`` without ``file=``: rich writes to stdout or stderr (a progress bar, a
+    table). A console recording into a string (``file=io.StringIO()``) is rendering."""
+    f = call.func
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    return name == "Console" and not any(k.arg == "file" for k in call.keywords)
+
+
 def _prints(path: Path) -> list[str]:
     """Where ``path`` imports click, calls ``print`` or ``echo``, or writes to the standard
     streams itself."""
@@ -163,6 +171,8 @@ def _prints(path: Path) -> list[str]:
                 found.append(f"{path.name}:{node.lineno} print()")
             elif isinstance(f, ast.Attribute) and f.attr == "echo":
                 found.append(f"{path.name}:{node.lineno} echo()")
+            elif _console_on_a_terminal(node):
+                found.append(f"{path.name}:{node.lineno} a rich Console on the terminal")
             elif (isinstance(f, ast.Attribute) and f.attr == "write"
                   and isinstance(f.value, ast.Attribute) and f.value.attr in ("stdout", "stderr")
                   and isinstance(f.value.value, ast.Name) and f.value.value.id == "sys"):

@@ -190,8 +190,10 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
                      allow_empty=allow_empty, **kwargs)
     let_go_first(lambda: fetch_before_letting_go(req), keep_database=True)
     console = make_console(stderr=True)
-    with handed_over(req) as req:
-        results = run_command(req, console=console)
+    from compilewatch.bot.cli.progress import ProgressDisplay
+
+    with handed_over(req) as req, ProgressDisplay(measure.quiet, console) as progress:
+        results = run_command(req, progress=progress)
     if not measure.quiet:
         console.print(summary_table(results, width=console.width))
         console.print(f"results: {kwargs['out']}", markup=False)
@@ -256,7 +258,11 @@ def nightly_cmd(**kwargs: Any) -> None:
         # measuring only (the workflow's measuring job): nothing here needs a credential; a
         # nightly that publishes keeps the key it signs with (docs/security.md)
         let_go_first(keep_database=True)
-    report = nightly_command(NightlyRequest(measure=measure, publish=publish, **kwargs))
+    from compilewatch.bot.cli.progress import ProgressDisplay
+
+    with ProgressDisplay(measure.quiet) as progress:
+        report = nightly_command(NightlyRequest(measure=measure, publish=publish, **kwargs),
+                                 progress=progress)
     if not measure.quiet:
         _print_nightly(report)
 
@@ -306,7 +312,11 @@ def calibrate_cmd(**kwargs: Any) -> None:
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     let_go_first(keep_database=True)
-    runs, bands = calibrate_command(CalibrateRequest(measure=measure, **kwargs))
+    from compilewatch.bot.cli.progress import ProgressDisplay
+
+    with ProgressDisplay(measure.quiet) as progress:
+        runs, bands = calibrate_command(CalibrateRequest(measure=measure, **kwargs),
+                                        progress=progress)
     click.echo(f"run{'s' if len(runs) > 1 else ''} {', '.join(r.run_id for r in runs)}: "
                f"noise bands of {len(bands)} model(s), environment "
                f"{runs[0].environment.fingerprint[:12]}")
@@ -395,8 +405,10 @@ def pr_cmd(**kwargs: Any) -> None:
     req = PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs)
     check_database(req.db_url, req.no_db)
     let_go_first(lambda: fetch_before_letting_go(req))
-    with handed_over(req) as req:
-        comparison = pr_command(req)
+    from compilewatch.bot.cli.progress import ProgressDisplay
+
+    with handed_over(req) as req, ProgressDisplay(measure.quiet) as progress:
+        comparison = pr_command(req, progress=progress)
     if not measure.quiet:
         console = make_console()
         console.print(build_table(comparison, console.width))

@@ -1,5 +1,6 @@
-"""What ``run``, ``pr`` and ``nightly`` share around measuring: suites, environment, the loop
-with its progress display, and turning measurements into one results file."""
+"""What ``run``, ``pr``, ``nightly`` and ``calibrate`` share around measuring: suites,
+environment, the loop with the progress it reports, and turning measurements into one results
+file."""
 
 from __future__ import annotations
 
@@ -13,13 +14,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import Any, Literal
 
 from compilewatch.bot.judge.project import load_project_config
-from compilewatch.bot.render.run_table import log_console
 from compilewatch.compiler import schedule
 from compilewatch.compiler.children import run_module
 from compilewatch.compiler.cpus import available as available_cpus
@@ -205,50 +202,56 @@ def preload_of(sides: list[Side]) -> list[str]:
                    if p.partition(".")[0] not in own})
 
 
+@dataclass(frozen=True)
+class MeasureProgress:
+    """What measuring tells whoever shows its progress (the CLI draws a bar, or a line per
+    model in a log): a process changed phase, a model is done, or a note on the whole run."""
+
+    kind: Literal["phase", "done", "note"]
+    label: str = ""  # "[base] suite/model [config]"; empty for a note
+    text: str = ""  # the phase, or the note
+    status: str = ""  # a done model's status
+    duration_s: float = 0.0  # a done model's time
+    finished: int = 0
+    total: int = 0
+
+
+OnProgress = Callable[[MeasureProgress], None]
+
+
 def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environment: bool = True,
-                  changed: ChangedFiles | None = None, console: Console | None = None,
+                  changed: ChangedFiles | None = None, progress: OnProgress | None = None,
                   on_done: Callable[[dict[str, list[JobRun]]], None] | None = None,
                   follow_up: FollowUp | None = None,
                   cold_follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
-    """Measure through the one loop with a progress bar; ``on_done`` gets the runs so far of
-    every side after each model, so callers checkpoint and a job killed after hours keeps what
-    it measured."""
-    console = console or log_console()
+    """Measure through the one loop, telling ``progress`` how it goes; ``on_done`` gets the
+    runs so far of every side after each model, so callers checkpoint and a job killed after
+    hours keeps what it measured."""
+    tell = progress or (lambda _: None)
     total = sum(len(s.jobs) for s in sides)
     done: dict[str, list[JobRun]] = {s.name: [] for s in sides}
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("{task.fields[phase]}"))
-    quiet = options.quiet
-    with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
-        bar = progress.add_task("measuring", total=total, phase="")
 
-        def on_event(ev: Event) -> None:
-            if ev.job is None:
-                console.print(f"note: {ev.text}", markup=False, highlight=False)
-                return
-            label = f"{ev.job.suite.name}/{ev.job.spec.name} [{ev.job.config.slug}]"
-            if len(sides) > 1:
-                label = f"[{ev.side}] {label}"
-            if ev.kind == "phase":
-                progress.update(bar, description=label, phase=ev.text)
-                return
-            assert ev.run is not None
-            done[ev.side].append(ev.run)
-            progress.advance(bar)
-            if not console.is_terminal and not quiet:
-                # Logs get no live bar: one line per model, so a long job shows its progress.
-                r = ev.run.result
-                console.print(f"[{ev.finished}/{ev.total}] {label}: {r.status.value} "
-                              f"({r.duration_s:.0f} s)", markup=False, highlight=False)
-            if on_done is not None:
-                on_done(done)
+    def on_event(ev: Event) -> None:
+        if ev.job is None:
+            tell(MeasureProgress("note", text=ev.text, total=total))
+            return
+        label = f"{ev.job.suite.name}/{ev.job.spec.name} [{ev.job.config.slug}]"
+        if len(sides) > 1:
+            label = f"[{ev.side}] {label}"
+        if ev.kind == "phase":
+            tell(MeasureProgress("phase", label, ev.text, total=total))
+            return
+        assert ev.run is not None
+        done[ev.side].append(ev.run)
+        r = ev.run.result
+        tell(MeasureProgress("done", label, status=r.status.value, duration_s=r.duration_s,
+                             finished=ev.finished, total=ev.total))
+        if on_done is not None:
+            on_done(done)
 
-        results = schedule.measure(
-            sides, options.loop_settings(same_environment, changed, follow_up, cold_follow_up),
-            on_event,
-            preload_of(sides))
-        progress.update(bar, description="done", phase="")
-    return results
+    return schedule.measure(
+        sides, options.loop_settings(same_environment, changed, follow_up, cold_follow_up),
+        on_event, preload_of(sides))
 
 
 def build_results(model_results: list[Any], *, env: Environment, git: dict[str, Any] | None,

@@ -4,9 +4,8 @@ is, fitted to the width it is printed at (``fit.py``)."""
 from __future__ import annotations
 
 import math
-import os
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.text import Text
 
 from compilewatch.bot.judge.host import run_note
@@ -31,15 +30,6 @@ COLUMNS = (Column("model", justify="left"), Column("config", drop=3, justify="le
            Column("cold s (1st call)", drop=1), Column("warm s", drop=4),
            Column("warm start s", drop=4), Column("breaks", drop=2),
            Column("recompiles", drop=2), Column("accuracy", drop=3))
-
-
-def log_console() -> Console:
-    """stderr; in logs and CI (no terminal, no ``COLUMNS``) wide, so the summary table is not
-    squeezed to 80 columns."""
-    console = Console(stderr=True)
-    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
-        console.width = WIDE
-    return console
 
 
 def _s(x: float | None, fmt: str = "{:.2f}") -> str:

@@ -82,7 +82,7 @@ class Recorder:
         self.same_environment: bool | None = None
 
     def __call__(self, sides: list[Side], options: MeasureOptions, *,
-                 same_environment: bool = True, changed: object = None,
+                 same_environment: bool = True, changed: object = None, progress: object = None,
                  on_done: object = None, follow_up: FollowUp | None = None,
                  cold_follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
         self.same_environment = same_environment
