@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from compilewatch.bot.post import render_outdir
+from compilewatch.bot.post import PostRequest, render_outdir
 from compilewatch.core.errors import ResultsFileError
 from compilewatch.core.schema import (
     MAX_FILE_SAMPLES,
@@ -114,7 +114,7 @@ def time_shape(name: str, workdir: Path) -> None:
         load_results(out / f"{side}.json")
     validate = time.perf_counter() - t0
     t0 = time.perf_counter()
-    render_outdir(out, repo="acme/models", pr=PR, sha=SHA)
+    render_outdir(PostRequest(out, repo="acme/models", pr=PR, sha=SHA))
     total = time.perf_counter() - t0
     print(f"{name:<11} {size:6.1f} MiB per file  validate both {validate:6.1f} s  "
           f"validate + compare + render {total:6.1f} s", flush=True)

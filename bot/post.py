@@ -15,7 +15,6 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from github.Repository import Repository
 
@@ -64,6 +63,42 @@ class PostReport:
     comment: CommentResult | None = None
     check: CheckResult | None = None
     ingested: bool = False
+
+
+@dataclass(frozen=True)
+class PostRequest:
+    """What to post where: the output folder of a ``pr`` job and the trusted event's target
+    (``pr`` None: the open PR whose head is ``sha``, narrowed by ``head_label``), with how the
+    comment is judged and linked and how the verdict is reported."""
+
+    outdir: Path
+    repo: str
+    sha: str
+    pr: int | None = None
+    head_label: str | None = None
+    report_url: str | None = None
+    trends_url: str | None = None
+    config_dir: Path | None = None  # a trusted checkout whose thresholds and baseline judge
+    db_url: str | None = None
+    github_url: str | None = None
+    check_name: str = "compilewatch"
+    use_status: bool = False
+    only_if_changed: bool = False
+    comment_author: str | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Auth:
+    """Where ``post`` finds its credentials (never a token on the command line) and how it
+    retries GitHub."""
+
+    token_env: str = "GITHUB_TOKEN"
+    app_id: int | None = None
+    app_key_file: Path | None = None
+    installation_id: int | None = None
+    retries: int = 5
+    retry_backoff: float = 2.0
 
 
 def trusted_render(base: RunResults, head: RunResults, report_url: str | None,
@@ -147,19 +182,17 @@ def find_pull_request(repository: Repository, sha: str, head_label: str | None) 
     return numbers[0]
 
 
-def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
-                  report_url: str | None = None, trends_url: str | None = None,
-                  config_dir: Path | None = None, db_url: str | None = None,
-                  render: Renderer | None = None) -> tuple[RunResults, RunResults, Rendered]:
+def render_outdir(req: PostRequest, render: Renderer | None = None
+                  ) -> tuple[RunResults, RunResults, Rendered]:
     """Validate and render without touching GitHub (also what ``--dry-run`` shows)."""
-    for option, url in (("--report-url", report_url), ("--trends-url", trends_url)):
+    for option, url in (("--report-url", req.report_url), ("--trends-url", req.trends_url)):
         if url is not None and not _URL.match(url):
             raise UsageError(f"{option} {url[:80]!r}: expected an http(s) URL")
-    base, head = validate_outdir(outdir)
-    _check_target(repo, pr, sha, head)
-    out = (render or functools.partial(trusted_render, trends_url=trends_url,
-                                       config_dir=config_dir, db_url=db_url))(
-        base, head, report_url)
+    base, head = validate_outdir(req.outdir)
+    _check_target(req.repo, req.pr, req.sha, head)
+    out = (render or functools.partial(trusted_render, trends_url=req.trends_url,
+                                       config_dir=req.config_dir, db_url=req.db_url))(
+        base, head, req.report_url)
     body = fit_comment(neutralise(out.body, keep=out.marker))
     return base, head, Rendered(body, neutralise(out.title), out.gating_regression, out.marker)
 
@@ -171,44 +204,33 @@ def _ingest(db_url: str, runs: tuple[RunResults, RunResults]) -> None:
         "settings": r.settings.model_copy(update={"trigger": "pr"})}) for r in runs))
 
 
-def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
-                credentials: Credentials | None, head_label: str | None = None,
-                github_url: str | None = None,
-                policy: RetryPolicy = DEFAULT_POLICY, only_if_changed: bool = False,
-                use_status: bool = False, check_name: str = "compilewatch",
-                report_url: str | None = None, trends_url: str | None = None,
-                config_dir: Path | None = None, comment_author: str | None = None,
-                db_url: str | None = None, dry_run: bool = False,
-                render: Renderer | None = None) -> PostReport:
-    """Validate ``outdir``, then post one sticky comment and one check (or status).
-
-    ``pr`` None: the PR is the open one whose head is ``sha`` (``head_label`` narrows it).
-    """
-    if head_label is not None and not _HEAD_LABEL.match(head_label):
-        raise UsageError(f"--head-label {head_label[:80]!r}: expected OWNER:BRANCH")
-    base, head, rendered = render_outdir(outdir, repo=repo, pr=pr, sha=sha,
-                                         report_url=report_url, trends_url=trends_url,
-                                         config_dir=config_dir, db_url=db_url,
-                                         render=render)
-    if dry_run:
+def post_outdir(req: PostRequest, *, credentials: Credentials | None,
+                policy: RetryPolicy = DEFAULT_POLICY, render: Renderer | None = None
+                ) -> PostReport:
+    """Validate ``req.outdir``, then post one sticky comment and one check (or status)."""
+    if req.head_label is not None and not _HEAD_LABEL.match(req.head_label):
+        raise UsageError(f"--head-label {req.head_label[:80]!r}: expected OWNER:BRANCH")
+    base, head, rendered = render_outdir(req, render)
+    if req.dry_run:
         return PostReport(rendered)
     if credentials is None:
         raise UsageError("posting needs credentials (a token or a GitHub App)")
     ingested = False
-    if db_url:
-        _ingest(db_url, (base, head))
+    if req.db_url:
+        _ingest(req.db_url, (base, head))
         ingested = True
-    repository = open_repo(credentials, repo, base_url=github_url, policy=policy)
+    repository = open_repo(credentials, req.repo, base_url=req.github_url, policy=policy)
+    pr = req.pr
     if pr is None:
-        pr = find_pull_request(repository, sha, head_label)
-        _check_target(repo, pr, sha, head)
+        pr = find_pull_request(repository, req.sha, req.head_label)
+        _check_target(req.repo, pr, req.sha, head)
     comment = upsert_comment(repository, pr, rendered.body, rendered.marker,
-                             only_if_changed=only_if_changed, author=comment_author)
+                             only_if_changed=req.only_if_changed, author=req.comment_author)
     conclusion = "failure" if rendered.gating_regression else "success"
     try:
-        check = set_check(repository, sha, check_name, conclusion, rendered.title,
-                          rendered.body, details_url=report_url or comment.url,
-                          use_status=use_status)
+        check = set_check(repository, req.sha, req.check_name, conclusion, rendered.title,
+                          rendered.body, details_url=req.report_url or comment.url,
+                          use_status=req.use_status)
     except GitHubError as e:
         raise GitHubError(f"the comment was posted ({comment.url}) but the verdict was not: "
                           f"{e}. Run again: the comment is edited in place, not duplicated"
@@ -216,13 +238,10 @@ def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
     return PostReport(rendered, comment, check, ingested)
 
 
-def post_command(*, outdir: Path, token_env: str, app_id: int | None, app_key_file: Path | None,
-                 installation_id: int | None, retries: int, retry_backoff: float, dry_run: bool,
-                 **options: Any) -> PostReport:
+def post_command(req: PostRequest, auth: Auth = Auth()) -> PostReport:
     """The CLI's ``post``: credentials from the environment; the CLI prints the outcome."""
-    credentials = None if dry_run else credentials_from(
-        token_env=token_env, app_id=app_id, app_key_file=app_key_file,
-        installation_id=installation_id)
-    policy = RetryPolicy(retries=retries, backoff_s=retry_backoff)
-    return post_outdir(outdir, credentials=credentials, policy=policy, dry_run=dry_run,
-                       **options)
+    credentials = None if req.dry_run else credentials_from(
+        token_env=auth.token_env, app_id=auth.app_id, app_key_file=auth.app_key_file,
+        installation_id=auth.installation_id)
+    policy = RetryPolicy(retries=auth.retries, backoff_s=auth.retry_backoff)
+    return post_outdir(req, credentials=credentials, policy=policy)

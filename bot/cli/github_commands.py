@@ -98,9 +98,11 @@ def post_cmd(use_check: bool, **kwargs: Any) -> None:
     Example:
       compilewatch post out/ --repo acme/models --pr 42 --sha "$HEAD_SHA"
     """
-    from compilewatch.bot.post import post_command
+    from compilewatch.bot.post import Auth, PostRequest, post_command
 
-    report = post_command(use_status=not use_check, **kwargs)
+    auth = Auth(**{k: kwargs.pop(k) for k in ("token_env", "app_id", "app_key_file",
+                                              "installation_id", "retries", "retry_backoff")})
+    report = post_command(PostRequest(use_status=not use_check, **kwargs), auth)
     if kwargs["dry_run"]:
         click.echo(report.rendered.body)
         verdict = "failure" if report.rendered.gating_regression else "success"

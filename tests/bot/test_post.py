@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.post import Rendered, post_outdir
+from compilewatch.bot.post import PostRequest, Rendered, post_outdir
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER
 from compilewatch.core.errors import ResultsFileError
@@ -226,8 +226,8 @@ def test_mentions_and_html_in_errors_are_neutralised(fake_github: FakeGitHub,
 def test_guard_defuses_a_renderer_that_forgot_to_escape(tmp_path: Path) -> None:
     out = write_outdir(tmp_path, [model_result("tiny_mlp", category=Category.COMPILE_ERROR,
                                                error=ATTACK)])
-    report = post_outdir(out, repo=REPO, pr=PR, sha=HEAD_SHA, credentials=None,
-                         dry_run=True, render=naive_render, policy=FAST)
+    report = post_outdir(PostRequest(out, repo=REPO, pr=PR, sha=HEAD_SHA, dry_run=True),
+                         credentials=None, render=naive_render, policy=FAST)
     body = report.rendered.body
     assert body.startswith(MARK)
     assert "@org/team" not in body and "<img" not in body and "<script>" not in body
@@ -261,7 +261,8 @@ def test_validation_error_names_the_file(tmp_path: Path) -> None:
     out = write_outdir(tmp_path)
     _edit_head(out, HOSTILE["unknown field"])
     with pytest.raises(ResultsFileError, match=r"head\.json: evil"):
-        post_outdir(out, repo=REPO, pr=PR, sha=HEAD_SHA, credentials=None, dry_run=True)
+        post_outdir(PostRequest(out, repo=REPO, pr=PR, sha=HEAD_SHA, dry_run=True),
+                    credentials=None)
 
 
 def test_fork_pr_is_found_by_head_label_and_sha(fake_github: FakeGitHub, tmp_path: Path) -> None:
