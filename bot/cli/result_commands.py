@@ -214,14 +214,14 @@ def compare_cmd(**kwargs: Any) -> None:
       compilewatch compare base.json head.json --format html --out report.html
       compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format table
     """
-    from compilewatch.bot.compare import compare_command
+    from compilewatch.bot.compare import CompareRequest, compare_command
     from compilewatch.bot.judge.verdicts import raise_on_gating, same_run_note
 
     if kwargs["fmt"] == "html" and kwargs["out"] is None and stdout_is_terminal():
         raise UsageError("--format html writes a whole page: pass --out report.html and open "
                          "it in a browser (or pipe the output to a file)")
     fail_on_regression = kwargs.pop("fail_on_regression")
-    comparison, text = compare_command(**kwargs)
+    comparison, text = compare_command(CompareRequest(**kwargs))
     if comparison.same_run:
         click.echo(f"compilewatch: warning: {same_run_note(comparison.base.run_id)}", err=True)
     if kwargs["out"] is not None:
