@@ -17,9 +17,9 @@ import sys
 import time
 
 from compilewatch.compiler.plan import Job
-from compilewatch.compiler.runner import RunOptions, run_job
 from compilewatch.core.schema import Config, Status
 from compilewatch.suites.loader import load_suite
+from tests.one_job import RunOptions, run_job
 
 
 def spread(xs: list[float]) -> float:

@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.runner import RunOptions, run_job_full
 from compilewatch.suites.loader import resolve_suites
+from tests.one_job import RunOptions, run_job_full
 
 
 def main() -> None:

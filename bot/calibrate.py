@@ -37,7 +37,7 @@ from compilewatch.bot.measuring import (
 from compilewatch.bot.outcome import check_own_code
 from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.schedule import Side
+from compilewatch.compiler.schedule import SideJobs
 from compilewatch.core import estimates
 from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import Prior
@@ -134,7 +134,7 @@ def calibrate_command(req: CalibrateRequest
     env = collect_environment(req.python)
     started = now()
     names = [f"run{i + 1}" for i in range(sides)] if sides > 1 else ["run"]
-    measured = measure_sides([Side(name, jobs, options.run_options(req.python, code=code))
+    measured = measure_sides([SideJobs(name, jobs, options.run_options(req.python, code=code))
                               for name in names], options)
     git, host = gitutil.head_info(req.repo), host_check(options.device, req.python)
     runs = [build_results(models := [j.result for j in measured[name]], env=env, git=git,

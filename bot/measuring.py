@@ -26,14 +26,14 @@ from compilewatch.compiler.cpus import available as available_cpus
 from compilewatch.compiler.processes import Isolation, allowed_env, base_env
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import (
-    Event,
-    FollowUp,
     JobRun,
+    LoopEvent,
     LoopSettings,
     RunOptions,
-    Side,
+    SideJobs,
 )
 from compilewatch.core.errors import UsageError
+from compilewatch.core.followup import FollowUp
 from compilewatch.core.schema import (
     MAX_ORIGINS,
     MAX_SHORT_CHARS,
@@ -197,7 +197,7 @@ class MeasureOptions:
                             extra_cold=r.extra_cold_processes or 0)
 
 
-def preload_of(sides: list[Side]) -> list[str]:
+def preload_of(sides: list[SideJobs]) -> list[str]:
     """What the fork server imports beside the compiler stack: the models' own packages, but
     none a side's checkout provides (each side imports its own copy)."""
     own = {name for s in sides if s.opts.code is not None for name in on_paths(s.opts.code)}
@@ -205,7 +205,7 @@ def preload_of(sides: list[Side]) -> list[str]:
                    if p.partition(".")[0] not in own})
 
 
-def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environment: bool = True,
+def measure_sides(sides: list[SideJobs], options: MeasureOptions, *, same_environment: bool = True,
                   changed: ChangedFiles | None = None, console: Console | None = None,
                   on_done: Callable[[dict[str, list[JobRun]]], None] | None = None,
                   follow_up: FollowUp | None = None,
@@ -222,7 +222,7 @@ def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environmen
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
         bar = progress.add_task("measuring", total=total, phase="")
 
-        def on_event(ev: Event) -> None:
+        def on_event(ev: LoopEvent) -> None:
             if ev.job is None:
                 console.print(f"note: {ev.text}", markup=False, highlight=False)
                 return
@@ -243,7 +243,7 @@ def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environmen
             if on_done is not None:
                 on_done(done)
 
-        results = schedule.measure(
+        results = schedule.measure_jobs(
             sides, options.loop_settings(same_environment, changed, follow_up, cold_follow_up),
             on_event,
             preload_of(sides))

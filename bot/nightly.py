@@ -45,7 +45,7 @@ from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler import signing
 from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.schedule import JobRun, Side
+from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import ModelResult, RunResults, save_results
 
@@ -126,7 +126,7 @@ def measure_nightly(req: NightlyRequest) -> tuple[RunResults, art.Manifest, list
         art.write_manifest(man, out / "artifacts" / art.MANIFEST_NAME)
         return results, man
 
-    runs = measure_sides([Side("run", jobs, opts)], req.measure, console=log_console(),
+    runs = measure_sides([SideJobs("run", jobs, opts)], req.measure, console=log_console(),
                          on_done=lambda done: write(done["run"], finished=False))["run"]
     return (*write(runs, finished=True), runs)
 

@@ -54,7 +54,7 @@ from compilewatch.bot.render.formats import render
 from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.reads import ChangedFiles
-from compilewatch.compiler.schedule import JobRun, Side
+from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.errors import GitError, SuiteError, UsageError
 from compilewatch.core.schema import (
@@ -283,7 +283,7 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
             plans = {s: _planned(s, f) for s, f in futures.items()}
         check_models_matched(plans.values(), req.models)
         changed = changed_files(req.repo, refs, trees)
-        sides = [Side(s, plans[s].jobs, req.measure.run_options(
+        sides = [SideJobs(s, plans[s].jobs, req.measure.run_options(
             pythons[s], warm_cache=warm[pythons[s]],
             diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage,
             watch_root=trees[s], home_root=req.repo.resolve(), code=codes[s]))

@@ -37,7 +37,7 @@ from compilewatch.bot.outcome import (
 from compilewatch.bot.render.run_table import log_console
 from compilewatch.bot.suite_listing import load_suites, modules_of
 from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.schedule import Side
+from compilewatch.compiler.schedule import SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.schema import ModelResult, RunResults, save_results
 from compilewatch.db import store_runs
@@ -105,7 +105,7 @@ def run_command(req: RunRequest, *, console: Console | None = None) -> RunResult
                                        diagnostics_dir=kept, diagnostics_base=req.out.parent,
                                        code=code)
         measured = measure_sides(
-            [Side("run", jobs, opts)], req.measure, console=console,
+            [SideJobs("run", jobs, opts)], req.measure, console=console,
             on_done=lambda done: save_results(
                 results_of([j.result for j in done["run"]], finished=False), req.out))
     results = results_of([j.result for j in measured["run"]])

@@ -25,8 +25,9 @@ from compilewatch.bot.measuring import MeasureOptions
 from compilewatch.bot.pr import PrRequest, pr_command
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER
-from compilewatch.compiler.schedule import FollowUp, JobRun, RunOptions, Side
+from compilewatch.compiler.schedule import JobRun, RunOptions, SideJobs
 from compilewatch.core.errors import UsageError
+from compilewatch.core.followup import FollowUp
 from compilewatch.core.schema import HostCheck, load_results
 from tests.factories import cold_result, environment, model_result, timed_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
@@ -81,7 +82,7 @@ class Recorder:
         self.fail = fail
         self.same_environment: bool | None = None
 
-    def __call__(self, sides: list[Side], options: MeasureOptions, *,
+    def __call__(self, sides: list[SideJobs], options: MeasureOptions, *,
                  same_environment: bool = True, changed: object = None,
                  on_done: object = None, follow_up: FollowUp | None = None,
                  cold_follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
