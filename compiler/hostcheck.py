@@ -10,14 +10,12 @@ unsteady (``noisy_units``): on a GPU run an unsteady CPU silences compile times 
 models, not what the GPU timed.
 
 A noisy reading is taken again, up to ``ATTEMPTS`` times, and each unit keeps its quietest:
-the preflight lasts a second or two of a run of minutes, and on the H200 one preflight read a
-CPU spread of 91% at the start of a run whose GPU-bound processes then agreed within 1%; it
-silenced every verdict of that run. A host that stays loaded is noisy in every attempt.
+the preflight lasts a second or two of a run of minutes, and one bad reading would silence
+every verdict of a run. A host that stays loaded is noisy in every attempt.
 
-Both are warmed up first and each sample lasts milliseconds: an idle H200 sits at a few hundred
-MHz and takes a fraction of a second to clock up, and samples of a few hundred microseconds
-measured that ramp (and single interrupts), not the host, flagging a quiet machine as noisy in
-one run out of three.
+Both are warmed up first and each sample lasts milliseconds: an idle GPU clocks up slowly, and
+short samples measured that ramp, not the host (docs/verdict-quality.md, "The host
+preflight").
 """
 
 from __future__ import annotations
@@ -31,8 +29,8 @@ from compilewatch.core.schema import HostCheck
 REPEATS = 40
 CPU_NOISY = 0.25  # a CPU run: its timings are this CPU's
 # A GPU run: its timings are the GPU's (judged by GPU_NOISY); the CPU only disturbs them when
-# it is far off. On a quiet H200 runner the pure-Python spread was 5-33% in six preflights
-# (GPU 1.1-1.8%), so 25% here flagged one quiet run in three and silenced all its verdicts.
+# it is far off: a quiet GPU runner's pure-Python spread reaches a third (docs/verdict-quality.md,
+# "The host preflight").
 CPU_NOISY_BESIDE_GPU = 0.6
 GPU_NOISY = 0.05
 WARMUP_S = 0.5  # as long as the GPU warm-up before timing (``gpu_warmup_s``)

@@ -243,7 +243,7 @@ def run_eager(m: Model, check: bool = True) -> tuple[Any, bool | None]:
     """Eager on the inputs: its output, and whether it repeats within the model's tolerance
     (random output cannot be judged against the compiler). Only a process that checks
     accuracy runs it twice; the others run it once, which is all the warm-up the compile and
-    the timing after it need (on the H200 eager was 12% of a PR's process-seconds)."""
+    the timing after it need (docs/verdict-quality.md, "Eager once")."""
     try:
         first = clone(m.call(m.fn))
         second = clone(m.call(m.fn)) if check else first

@@ -208,8 +208,8 @@ def measure_latency(m: Model, compiled: Any, spec: WorkerSpec, idle_s: float | N
     gc.collect()
     gc.disable()  # as timeit does: a collection inside a block is not the model's time
     try:
-        timed = timing.measure(lambda: m.call(m.fn), lambda: m.call(compiled), m.device,
-                               spec.rounds, spec.block_ms, reference=ref)
+        timed = timing.time_interleaved(lambda: m.call(m.fn), lambda: m.call(compiled), m.device,
+                                        spec.rounds, spec.block_ms, reference=ref)
     finally:
         gc.enable()
     return LatencySample(timer=timed.timer, calls_per_block=timed.calls_per_block,
@@ -299,7 +299,7 @@ def compile_threads(spec: WorkerSpec) -> None:
     inductor_config.compile_threads = spec.compile_threads
 
 
-def measure(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
+def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     """Everything one worker process measures; raises ``Failure`` on a classified failure."""
     import torch
 
@@ -402,7 +402,7 @@ def run_spec(spec: WorkerSpec, import_s: float | None, paid_import: bool = True
     if import_s is not None and paid_import:
         h.seconds["import"] = import_s
     try:
-        data = measure(spec, h)
+        data = measure_process(spec, h)
         return WorkerOutput(ok=True, phase=spec.phase, import_s=import_s,
                             harness_s=h.seconds, **data)
     except Failure as f:
@@ -448,10 +448,10 @@ def start(spec_path: str, import_s: float | None, paid_import: bool = True) -> i
 
 def pin_early(spec_path: str) -> bool:
     """A spawned worker moves to its cores before it imports torch: it starts on its parent's
-    (the few no compile slot holds, ``cpus.CoreGroups``), and on the H200 six spawned workers
-    importing there at once took 22-25 s each instead of 12. Returns whether the spec asks for
-    ``COMPILE_PATH`` with the import. The spec is validated later, in ``start``; an unreadable
-    one is its error to report, not this function's."""
+    (the few no compile slot holds, ``cpus.CoreGroups``), where several importing at once take
+    twice as long (docs/verdict-quality.md, "Timing cores away from compiles"). Returns
+    whether the spec asks for ``COMPILE_PATH`` with the import. The spec is validated later,
+    in ``start``; an unreadable one is its error to report, not this function's."""
     try:
         raw = json.loads(Path(spec_path).read_text(encoding="utf-8"))
         where = [int(c) for c in (raw.get("prepare_cpus") or raw.get("pin_cpus") or ())]
