@@ -125,8 +125,7 @@ def calibrate_command(req: CalibrateRequest
     options = MeasureOptions(**{**req.measure.__dict__,
                                 "timing_processes": req.measure.timing_processes or n,
                                 "cold_processes": req.measure.cold_processes or n,
-                                "measure_all": True})
-    options.check()
+                                "measure_all": True}).resolve()
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=options.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)

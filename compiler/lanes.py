@@ -28,6 +28,8 @@ Kind = Literal["scan", "cold", "timing", "warm_start"]
 Ident = tuple[str, str, str]
 
 R = TypeVar("R")
+# each running task: whether it is in the timing lane, and its compile group
+Running = dict[Future[R], tuple[bool, tuple[int, ...]]]
 
 
 def ident(job: Job) -> Ident:
@@ -148,7 +150,7 @@ class Lanes:
         ``record`` with what it returned, on this thread (it may queue more). Stopped (Ctrl-C,
         SIGTERM, a bug), ``abort`` kills the workers, or the pool would wait for them to finish
         on their own, for as long as a hung model hangs."""
-        running: dict[Future[R], tuple[bool, tuple[int, ...]]] = {}
+        running: Running[R] = {}
         slots = max(1, self.compile_slots) + max(1, self.timing_ahead)
         with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="measure") as pool:
             try:
@@ -158,12 +160,16 @@ class Lanes:
                         running[pool.submit(start, task, cores)] = (task.timing, cores)
                     if not running:
                         break
-                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        self._ended(*running.pop(fut))
-                        record(fut.result())
+                    self._collect(running, record)
             except BaseException:
                 abort()
                 for fut in running:
                     fut.cancel()
                 raise
+
+    def _collect(self, running: Running[R], record: Callable[[R], None]) -> None:
+        """Wait for a running task to end; record each that has."""
+        done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+        for fut in done:
+            self._ended(*running.pop(fut))
+            record(fut.result())

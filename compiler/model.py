@@ -44,7 +44,7 @@ def is_compile_error(exc: BaseException) -> bool:
     return isinstance(exc, (dexc.TorchDynamoException, dexc.BackendCompilerFailed))
 
 
-def cast(obj: Any, device: str, dtype: Any) -> Any:
+def to_device(obj: Any, device: str, dtype: Any) -> Any:
     """Move tensors (and modules) to the device; cast floating ones to dtype when given."""
     import torch
 
@@ -55,7 +55,7 @@ def cast(obj: Any, device: str, dtype: Any) -> Any:
         obj = obj.to(device)
         return obj.to(dtype) if dtype is not None and obj.is_floating_point() else obj
     if isinstance(obj, (tuple, list)):
-        return type(obj)(cast(x, device, dtype) for x in obj)
+        return type(obj)(to_device(x, device, dtype) for x in obj)
     return obj
 
 
@@ -88,7 +88,7 @@ def instruction_counter() -> tuple[Callable[[], int], Callable[[int], int]] | No
     """PyTorch's compile-time gate counts instructions; not every host has perf events."""
     import torch
 
-    counter = getattr(torch._C, "instruction_counter", None)
+    counter = getattr(torch._C, "_instruction_counter", None)
     if counter is None:
         return None
     try:
@@ -108,7 +108,7 @@ def fp64_reference(fn: Any, inputs: tuple[Any, ...], device: str) -> Any | None:
     try:
         ref_fn = copy.deepcopy(fn).double() if isinstance(fn, torch.nn.Module) else fn
         with torch.no_grad():
-            return clone(ref_fn(*cast(inputs, device, torch.float64)))
+            return clone(ref_fn(*to_device(inputs, device, torch.float64)))
     except Exception:
         return None
 
@@ -143,11 +143,11 @@ class Model:
             raise Failure(classify(e, Category.BUILD_ERROR), tail(traceback.format_exc())) \
                 from e
         cast = torch.bfloat16 if cfg.dtype == "bfloat16" else None
-        self.fn = cast(fn, cfg.device, cast)
+        self.fn = to_device(fn, cfg.device, cast)
         if isinstance(self.fn, torch.nn.Module):
             self.fn.eval()
-        self.inputs = cast(tuple(inputs), cfg.device, cast)
-        self.sweep = [cast(tuple(s), cfg.device, cast) for s in sweep]
+        self.inputs = to_device(tuple(inputs), cfg.device, cast)
+        self.sweep = [to_device(tuple(s), cfg.device, cast) for s in sweep]
         self.tolerance = self.mspec.tolerance(cfg.dtype)
         self.modules = self.own_code()
 
