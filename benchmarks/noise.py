@@ -15,7 +15,9 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.one_job
 from compilewatch.compiler.plan import Job
 from compilewatch.core.schema import Config, Status
 from compilewatch.suites.loader import load_suite
