@@ -866,3 +866,19 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
     else:
         assert {r for s, m, r, _ in seen} == {None}
         assert b.reference_sizes == [] and b.referenced_per_process() == []
+
+
+def test_a_single_side_run_never_enters_the_pairing(jobs: list[Job],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """One side: no pairing object at all, so no follow-up is asked and nothing waits for a
+    partner, whatever the settings for two sides say."""
+    def refuse(*a: object, **k: object) -> None:
+        raise AssertionError("a single-side run built a pairing")
+
+    monkeypatch.setattr(schedule, "Pairing", refuse)
+    _fake(monkeypatch)
+    [run] = measure_jobs([SideJobs("run", jobs[:1], OPTS)],
+                         LoopSettings(isolation="spawn", follow_up=lambda b, h: "more",
+                                      extra_timing=2))["run"]
+    assert run.result.status is Status.PASS
+    assert run.result.latency is not None and run.result.latency.processes == 2
