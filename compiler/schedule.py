@@ -108,6 +108,7 @@ class Loop:
         if len(sides) == 2:
             self.pairing = Pairing((sides[0].name, sides[1].name),
                                    (sides[0].opts, sides[1].opts), settings.pair_rules(), self)
+        # every (side, model) in flight; with two sides the pairing looks at the same ones
         self.jobs: dict[tuple[str, Ident], SideJob] = \
             self.pairing.jobs if self.pairing is not None else {}
         self.finished = 0
