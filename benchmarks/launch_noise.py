@@ -144,8 +144,8 @@ def _child(condition: str, core: int) -> None:
             timing.warm_up(lambda: big @ big, device, 0.5)
         else:
             timing.warm_up(lambda: compiled(x), device, 0.5)
-        t = timing.measure(lambda: net(x), lambda: compiled(x), device, 30, 20.0)
-        ref = timing.measure(reference, reference, device, 10, 20.0)
+        t = timing.time_interleaved(lambda: net(x), lambda: compiled(x), device, 30, 20.0)
+        ref = timing.time_interleaved(reference, reference, device, 10, 20.0)
     clock = ""
     if device == "cuda":
         clock = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader"],
@@ -170,7 +170,7 @@ def _kernels(core: int) -> None:
     x = torch.randn(8, 32, device="cuda")
     with torch.no_grad():
         timing.warm_up(lambda: net(x), "cuda", 0.5)
-        eager = timing.measure(lambda: net(x), lambda: net(x), "cuda", 20, 20.0).eager_us
+        eager = timing.time_interleaved(lambda: net(x), lambda: net(x), "cuda", 20, 20.0).eager_us
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(10):
                 net(x)

@@ -15,11 +15,13 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.one_job
 from compilewatch.compiler.plan import Job
-from compilewatch.compiler.runner import RunOptions, run_job
 from compilewatch.core.schema import Config, Status
 from compilewatch.suites.loader import load_suite
+from tests.one_job import RunOptions, run_job
 
 
 def spread(xs: list[float]) -> float:

@@ -9,12 +9,14 @@ an empty cache dir that loads it (the nightly's verification). Prints one row pe
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.one_job
 from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.runner import RunOptions, run_job_full
 from compilewatch.suites.loader import resolve_suites
+from tests.one_job import RunOptions, run_job_full
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ from compilewatch.bot.measure.harness import (
 from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code
 from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.schedule import Side
+from compilewatch.compiler.schedule import SideJobs
 from compilewatch.core import estimates
 from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import Prior
@@ -122,8 +122,7 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
     options = MeasureOptions(**{**req.measure.__dict__,
                                 "timing_processes": req.measure.timing_processes or n,
                                 "cold_processes": req.measure.cold_processes or n,
-                                "measure_all": True})
-    options.check()
+                                "measure_all": True}).resolve()
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=options.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
@@ -131,7 +130,7 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
     env = collect_environment(req.python)
     started = now()
     names = [f"run{i + 1}" for i in range(sides)] if sides > 1 else ["run"]
-    measured = measure_sides([Side(name, jobs, options.run_options(req.python, code=code))
+    measured = measure_sides([SideJobs(name, jobs, options.run_options(req.python, code=code))
                               for name in names], options, progress=progress)
     git, host = gitutil.head_info(req.repo), host_check(options.device, req.python)
     runs = [build_results(models := [j.result for j in measured[name]], env=env, git=git,

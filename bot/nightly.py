@@ -30,6 +30,7 @@ from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
+    Measuring,
     OnProgress,
     build_results,
     code_record,
@@ -44,7 +45,7 @@ from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.schedule import JobRun, Side
+from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.core import signing
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import ModelResult, RunResults, save_results
@@ -95,7 +96,8 @@ class NightlyRequest:
     publish: PublishOptions = field(default_factory=PublishOptions)
 
 
-def measure_nightly(req: NightlyRequest, progress: OnProgress | None = None
+def measure_nightly(req: NightlyRequest, measuring: Measuring,
+                    progress: OnProgress | None = None
                     ) -> tuple[RunResults, art.Manifest, list[JobRun]]:
     """Run the suites with artifact saving + verification; write OUT/results.json and
     OUT/artifacts/manifest.json (after every model too)."""
@@ -105,7 +107,7 @@ def measure_nightly(req: NightlyRequest, progress: OnProgress | None = None
     suites = load_suites(sources, python=req.python, code=code)
     jobs = plan_jobs(suites, device=req.measure.device, models=req.models)
     env = collect_environment(req.python)
-    opts = req.measure.run_options(req.python, artifact_dir=out / "artifacts",
+    opts = measuring.run_options(req.python, artifact_dir=out / "artifacts",
                                    diagnostics_dir=out / "diagnostics", diagnostics_base=out,
                                    code=code)
     started, run_id = now(), uuid.uuid4().hex
@@ -113,7 +115,7 @@ def measure_nightly(req: NightlyRequest, progress: OnProgress | None = None
     host = host_check(req.measure.device, req.python)
 
     def results_of(models: list[ModelResult], finished: bool) -> RunResults:
-        return build_results(models, env=env, git=git, sources=sources, options=req.measure,
+        return build_results(models, env=env, git=git, sources=sources, options=measuring,
                              started=started, trigger="nightly", run_id=run_id, host=host,
                              finished=finished,
                              code=code_record(code, modules_of(suites), models))
@@ -127,7 +129,7 @@ def measure_nightly(req: NightlyRequest, progress: OnProgress | None = None
         art.write_manifest(man, out / "artifacts" / art.MANIFEST_NAME)
         return results, man
 
-    runs = measure_sides([Side("run", jobs, opts)], req.measure, progress=progress,
+    runs = measure_sides([SideJobs("run", jobs, opts)], measuring, progress=progress,
                          on_done=lambda done: write(done["run"], finished=False))["run"]
     return (*write(runs, finished=True), runs)
 
@@ -140,13 +142,12 @@ def nightly_command(req: NightlyRequest, *, progress: OnProgress | None = None
     if pub.to_release and not pub.repo:
         raise UsageError("--publish-release needs --repo OWNER/NAME")
     key = signing_key(pub.signing_key_env, pub.signing_key_file) if pub.any else None
-    if not req.publish_only:
-        req.measure.check()
+    measuring = None if req.publish_only else req.measure.resolve()
     folder = req.out / "artifacts"
     tag = pub.tag or f"{pub.tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
     results: RunResults | None = None
-    if not req.publish_only:
-        results, man, runs = measure_nightly(req, progress)
+    if measuring is not None:
+        results, man, runs = measure_nightly(req, measuring, progress)
         check_own_code(results)
         check_something_measured(results, req.allow_empty)  # before storing or publishing
         if not req.no_db:

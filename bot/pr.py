@@ -37,6 +37,7 @@ from compilewatch.bot.judge.host import of_check
 from compilewatch.bot.judge.project import compare_with_project, load_project_config
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
+    Measuring,
     OnProgress,
     build_results,
     code_record,
@@ -53,7 +54,7 @@ from compilewatch.bot.render import diagnostics
 from compilewatch.bot.render.formats import render
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.reads import ChangedFiles
-from compilewatch.compiler.schedule import JobRun, Side
+from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.errors import GitError, SuiteError, UsageError
 from compilewatch.core.names import unmatched_models
@@ -237,7 +238,7 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
     (refs, worktrees, cleanup) without compiling anything; ``progress`` hears how measuring
     goes.
     """
-    req.measure.check()
+    measuring = req.measure.resolve()
     refs = resolve_refs(req.repo, base=req.base, head=req.head, pr=req.pr)
     check_outdir(req.out)
     if refs.base == refs.head and req.base_python == req.head_python:
@@ -251,14 +252,14 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
     host = host_check(req.measure.device, req.base_python)
     stage = staging(req.out)
     try:
-        comparison, runs = _measure(req, refs, envs, pythons, same_env, started, host, stage,
-                                    functools.partial(measure, progress=progress))
+        comparison, runs = _measure(req, measuring, refs, envs, pythons, same_env, started,
+                                    host, stage, functools.partial(measure, progress=progress))
         return _finish(comparison, runs, req, stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
+def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, Environment],
              pythons: dict[SideName, str], same_env: bool, started: str,
              host: HostCheck | None, stage: Path, measure: Measure
              ) -> tuple[Comparison, dict[SideName, RunResults]]:
@@ -284,7 +285,7 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
             plans = {s: _planned(s, f) for s, f in futures.items()}
         check_models_matched(plans.values(), req.models)
         changed = changed_files(req.repo, refs, trees)
-        sides = [Side(s, plans[s].jobs, req.measure.run_options(
+        sides = [SideJobs(s, plans[s].jobs, measuring.run_options(
             pythons[s], warm_cache=warm[pythons[s]],
             diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage,
             watch_root=trees[s], home_root=req.repo.resolve(), code=codes[s]))
@@ -296,7 +297,7 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
                 models = [j.result for j in done.get(s, [])]
                 out[s] = build_results(
                     models, env=envs[pythons[s]], git=_git(refs, s, req.repo),
-                    sources=_display(plans[s].sources, trees[s]), options=req.measure,
+                    sources=_display(plans[s].sources, trees[s]), options=measuring,
                     started=started, trigger="pr", side=s, host=host, finished=finished,
                     code=code_record(codes[s], modules_of(plans[s].suites), models))
             return out
@@ -312,7 +313,7 @@ def _measure(req: PrRequest, refs: Refs, envs: dict[str, Environment],
         # a model whose timing the host preflight silences gets no more processes: more of
         # them on that host would not settle it (bot/judge/host.py)
         policy, steadiness = project.threshold_policy(), of_check(host)
-        measured = measure(sides, req.measure, same_environment=same_env, changed=changed,
+        measured = measure(sides, measuring, same_environment=same_env, changed=changed,
                            on_done=checkpoint, follow_up=asker(policy, noise, steadiness),
                            cold_follow_up=cold_asker(policy, noise, steadiness))
         runs = results_of(measured)

@@ -35,7 +35,7 @@ from compilewatch.bot.measure.outcome import (
     check_something_measured,
 )
 from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.schedule import Side
+from compilewatch.compiler.schedule import SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.schema import ModelResult, RunResults, save_results
 from compilewatch.db import store_runs
@@ -75,7 +75,7 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
     """Measure, write ``req.out`` (after every model, then finished) and store the run
     (``db_url`` or the embedded SQLite default). ``progress`` hears how measuring goes; the
     summary is the caller's to print."""
-    req.measure.check()
+    measuring = req.measure.resolve()
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
@@ -88,7 +88,7 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
 
     def results_of(done: list[ModelResult], finished: bool = True) -> RunResults:
         return build_results(done, env=env, git=gitutil.head_info(req.repo), sources=sources,
-                             options=req.measure, started=started, run_id=run_id, host=host,
+                             options=measuring, started=started, run_id=run_id, host=host,
                              finished=finished,
                              code=code_record(code, modules_of(suites), done),
                              results_dir=req.out.parent)
@@ -98,11 +98,11 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
         # a folder per run: the next run with the same --out keeps this one's traces
         kept = req.out.parent / f"{req.out.stem}.diagnostics" / run_id[:SHORT_ID] \
             if req.diagnostics else None
-        opts = req.measure.run_options(req.python, cache_root=req.cache_dir, warm_cache=wc,
+        opts = measuring.run_options(req.python, cache_root=req.cache_dir, warm_cache=wc,
                                        diagnostics_dir=kept, diagnostics_base=req.out.parent,
                                        code=code)
         measured = measure_sides(
-            [Side("run", jobs, opts)], req.measure, progress=progress,
+            [SideJobs("run", jobs, opts)], measuring, progress=progress,
             on_done=lambda done: save_results(
                 results_of([j.result for j in done["run"]], finished=False), req.out))
     results = results_of([j.result for j in measured["run"]])

@@ -81,7 +81,7 @@ def _errors_on(x: Any, y: Any, tol: tuple[float, float], on_cpu: bool) -> Errors
 
 
 @dataclass
-class Verdict:
+class AccuracyVerdict:
     passed: bool
     max_abs_err: float
     max_rel_err: float
@@ -109,20 +109,20 @@ def _cut(text: str, limit: int) -> str:
 
 
 def compare(compiled: Any, eager: Any, atol: float, rtol: float,
-            fp64: Callable[[], Any | None] | None = None) -> Verdict:
+            fp64: Callable[[], Any | None] | None = None) -> AccuracyVerdict:
     """Judge compiled output against eager part by part, then each part outside the tolerance
     against the fp64 reference that ``fp64`` computes (only called when a part needs it: it
     runs the model in float64)."""
     walk = outputs.pair(compiled, eager)
     if walk.problem is not None:
         p = walk.problem
-        return Verdict(False, p.abs_err, p.rel_err, "eager", None, p.path, p.kind, p.reason)
+        return AccuracyVerdict(False, p.abs_err, p.rel_err, "eager", None, p.path, p.kind, p.reason)
     errors = _errors([(leaf.got, leaf.want) for leaf in walk.leaves], (atol, rtol))
     max_abs = max((e[0] for e in errors), default=0.0)
     max_rel = max((e[1] for e in errors), default=0.0)
     off = [(leaf, e) for leaf, e in zip(walk.leaves, errors, strict=True) if not e[2]]
     if not off:
-        return Verdict(True, max_abs, max_rel, "eager", None)
+        return AccuracyVerdict(True, max_abs, max_rel, "eager", None)
     reference = fp64() if fp64 is not None else None
     refs = _reference_leaves(reference, eager) if reference is not None else None
     if refs is None:
@@ -133,7 +133,7 @@ def compare(compiled: Any, eager: Any, atol: float, rtol: float,
         if not rescued:
             return _off([(leaf, err)], max_abs, max_rel, atol, rtol, "fp64", c_err)
         worst = max(worst, c_err or 0.0)
-    return Verdict(True, max_abs, max_rel, "fp64", worst)
+    return AccuracyVerdict(True, max_abs, max_rel, "fp64", worst)
 
 
 def _reference_leaves(reference: Any, eager: Any) -> dict[str, Any] | None:
@@ -158,14 +158,15 @@ def _against_fp64(leaf: Leaf, ref: Any | None, atol: float) -> tuple[bool, float
 
 
 def _off(off: list[tuple[Leaf, Errors]], max_abs: float, max_rel: float, atol: float,
-         rtol: float, reference: str, fp64_err: float | None) -> Verdict:
+         rtol: float, reference: str, fp64_err: float | None) -> AccuracyVerdict:
     """A failed verdict naming the part furthest from eager among those outside tolerance."""
     leaf, (abs_err, rel_err, _) = max(off, key=lambda le: le[1][0])
     reason = (f"max abs err {abs_err:.3g} at {leaf.path} (max rel err {rel_err:.3g}; "
               f"atol {atol:g}, rtol {rtol:g})")
     if fp64_err is not None:
         reason += f"; {fp64_err:.3g} from the fp64 reference, more than {FP64_MARGIN:g}x eager's"
-    return Verdict(False, max_abs, max_rel, reference, fp64_err, leaf.path, "values", reason)
+    return AccuracyVerdict(False, max_abs, max_rel, reference, fp64_err, leaf.path, "values",
+                           reason)
 
 
 def deterministic(first: Any, second: Any, atol: float = 0.0, rtol: float = 0.0) -> bool | None:

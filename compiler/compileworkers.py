@@ -6,14 +6,12 @@ backend, and compiles a Triton kernel in the pool only if the pool *happens* to 
 that moment (``AsyncCompile.use_process_pool`` returns whether a dummy job has finished), in
 the process itself otherwise. The pool's start imports torch in a sidecar process: seconds. A
 cold compile of a few seconds may therefore compile some kernels here and some there,
-depending on a race. On the H200 a micro model's cold compiles spread 5-8% (standard
-deviation of the log) within one side with each compile on cores of its own; this race was
-the suspect. Started while the worker builds the model and runs eager, and answered by a
-fresh job before the clock starts, every kernel goes to the pool. The wait is the phase
-``compile_workers``: Inductor's start-up, like the import, and not the compile the verdict
-judges. Measured on the H200 since: the spread stayed (7.7% with it, 6.7% without) and the
-wait cost about 10 s a cold process (docs/performance.md), so the race is not the cause and
-the flag is off by default; it stays for comparing where kernels compile.
+depending on a race, the suspect for how much cold compiles disagree. Started while the
+worker builds the model and runs eager, and answered by a fresh job before the clock starts,
+every kernel goes to the pool. The wait is the phase ``compile_workers``: Inductor's start-up,
+like the import, and not the compile the verdict judges. The race turned out not to be the
+cause (docs/verdict-quality.md, "Compile workers ready before the clock"), so the flag is off
+by default; it stays for comparing where kernels compile.
 
 Only where torch itself would start the pool (Triton installed, ``TORCH_WARM_POOL`` not 0,
 more than one compile thread): C++ kernels use threads, not this pool. Private torch APIs, so

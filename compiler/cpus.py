@@ -1,12 +1,10 @@
 """Which cores a GPU timing process has to itself (its pinned cores and their SMT siblings), and
 which cores each compile beside it runs on.
 
-A launch-bound model's time is its host's: on the H200 runner whole timing processes ran 10-50%
-slower on the host side (eager and compiled alike) while compiles ran on the other cores. A
-core's hyperthread sibling shares its execution units, so compiles are kept off the siblings
-too, and so is the measuring parent itself with its fork server (``away``), which used to run
-anywhere. (That runner has one thread per core, so there the siblings rule changes nothing, and
-keeping the parent away did not end the slow processes: their cause there is not known.)
+A launch-bound model's time is its host's, and compiles beside a timing process slowed it
+(docs/verdict-quality.md, "Timing cores away from compiles"). A core's hyperthread sibling
+shares its execution units, so compiles are kept off the siblings too, and so is the measuring
+parent itself with its fork server (``away``).
 """
 
 from __future__ import annotations
@@ -105,8 +103,8 @@ class CoreGroups:
 
     Why: a cold compile's wall time is what a compile-time verdict judges, and with four
     compiles at once, each starting Inductor's compile workers for every core, they took each
-    other's cores: on the H200 the A/A bands of cold compile were 15-27%, so a +20% change sat
-    at the band's edge (docs/verdict-quality.md). On a group of its own a compile's time no
+    other's cores and widened the cold-compile bands (docs/verdict-quality.md, "Compile slots
+    on cores of their own"). On a group of its own a compile's time no
     longer depends on what runs beside it. Groups are equal so that the two cold compiles of a
     pair, run side by side, have the same cores."""
 

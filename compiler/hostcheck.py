@@ -10,14 +10,12 @@ unsteady (``noisy_units``): on a GPU run an unsteady CPU silences compile times 
 models, not what the GPU timed.
 
 A noisy reading is taken again, up to ``ATTEMPTS`` times, and each unit keeps its quietest:
-the preflight lasts a second or two of a run of minutes, and on the H200 one preflight read a
-CPU spread of 91% at the start of a run whose GPU-bound processes then agreed within 1%; it
-silenced every verdict of that run. A host that stays loaded is noisy in every attempt.
+the preflight lasts a second or two of a run of minutes, and one bad reading would silence
+every verdict of a run. A host that stays loaded is noisy in every attempt.
 
-Both are warmed up first and each sample lasts milliseconds: an idle H200 sits at a few hundred
-MHz and takes a fraction of a second to clock up, and samples of a few hundred microseconds
-measured that ramp (and single interrupts), not the host, flagging a quiet machine as noisy in
-one run out of three.
+Both are warmed up first and each sample lasts milliseconds: an idle GPU clocks up slowly, and
+short samples measured that ramp, not the host (docs/verdict-quality.md, "The host
+preflight").
 """
 
 from __future__ import annotations

@@ -30,8 +30,7 @@ from pydantic import ValidationError
 from compilewatch.compiler import proctree, tempdirs
 from compilewatch.compiler.children import module_command
 from compilewatch.compiler.forkserver import PER_CHILD, ForkServer, ForkServerError
-from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
-from compilewatch.compiler.worker import ERROR_TAIL, STACKS, tail
+from compilewatch.compiler.protocol import ERROR_TAIL, STACKS, WorkerOutput, WorkerSpec, tail
 from compilewatch.core.schema import Category
 
 POLL_S = 0.05

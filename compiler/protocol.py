@@ -38,6 +38,58 @@ Phase = Literal["scan", "cold", "warm", "warm_start"]
 Floats = Annotated[list[Annotated[float, Field(ge=0)]], Field(max_length=100_000)]
 
 
+ERROR_TAIL = 4000
+STACKS = "stacks"  # where a worker asked for its stacks writes them
+COMPILER_STACK = ("torch._dynamo", "torch._inductor.compile_fx",
+                  "torch._functorch._aot_autograd.autograd_cache", "torch._inductor.codecache")
+# What a first compile still imports past COMPILER_STACK (torch and sympy modules).
+# ``--preload-compile-path`` imports these before any compile's clock (in the fork server, or in
+# a spawned worker's import); off by default, since users' first compiles pay these imports
+# (docs/verdict-quality.md, "Preloading the compile path"). Names this torch lacks are skipped.
+_PATTERNS = "torch._inductor.fx_passes.serialized_patterns"
+COMPILE_PATH = (
+    "sympy.combinatorics", "sympy.tensor.tensor",
+    "torch._dynamo.backends.cudagraphs", "torch._dynamo.backends.distributed",
+    "torch._dynamo.backends.inductor", "torch._dynamo.backends.onnxrt",
+    "torch._dynamo.backends.tensorrt", "torch._dynamo.backends.torchxla",
+    "torch._dynamo.backends.tvm", "torch._dynamo.dce_extra_outputs",
+    "torch._dynamo.repro.after_dynamo",
+    "torch._export.db", "torch._export.passes.add_runtime_assertions_for_constraints_pass",
+    "torch._export.passes.collect_tracepoints_pass",
+    "torch._functorch._activation_checkpointing.remat_using_tags_for_fwd_loss_bwd_graph_pass",
+    "torch._functorch._aot_autograd.subclass_codegen",
+    "torch._higher_order_ops.passes.inline_invoke_subgraph",
+    "torch._inductor.bounds", "torch._inductor.compiler_bisector",
+    "torch._inductor.extern_node_serializer", "torch._inductor.hooks",
+    "torch._inductor.codegen.cpu_device_op_overrides",
+    "torch._inductor.codegen.cuda.device_op_overrides",
+    "torch._inductor.codegen.cuda_combined_scheduling", "torch._inductor.codegen.halide",
+    "torch._inductor.codegen.memory_planning", "torch._inductor.codegen.mps",
+    "torch._inductor.codegen.mps_device_op_overrides",
+    "torch._inductor.codegen.mtia.device_op_overrides", "torch._inductor.codegen.pallas",
+    "torch._inductor.codegen.python_wrapper_mtia", "torch._inductor.codegen.segmented_tree",
+    "torch._inductor.codegen.wrapper_fxir", "torch._inductor.codegen.xpu.device_op_overrides",
+    "torch._inductor.codegen.xpu.xpu_combined_scheduling",
+    "torch._inductor.fx_passes.apply_gumbel_max_trick",
+    "torch._inductor.fx_passes.efficient_conv_bn_eval",
+    "torch._inductor.fx_passes.freezing_patterns", "torch._inductor.fx_passes.fuse_attention",
+    "torch._inductor.fx_passes.mkldnn_fusion", "torch._inductor.fx_passes.pad_mm",
+    "torch._inductor.fx_passes.quantization", _PATTERNS,
+    *(f"{_PATTERNS}._sfdp_pattern_{i}" for i in range(1, 31)),
+    *(f"{_PATTERNS}.{op}_pattern" for op in ("addmm", "bmm", "mm")),
+    "torch._inductor.runtime.caching", "torch._subclasses.schema_check_mode",
+    "torch.distributed.tensor.experimental", "torch.export._trace", "torch.export._unlift",
+    "torch.fx.experimental.validator",
+)
+
+
+
+def tail(text: str, limit: int = ERROR_TAIL) -> str:
+    """The end of an error text, without NULs (databases refuse them in text columns)."""
+    text = text.replace("\x00", "")
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -66,7 +118,7 @@ class WorkerSpec(_Frozen):
     # start Inductor's compile workers early and wait for them before the compile's clock
     # (``compiler/compileworkers.py``)
     ready_compile_workers: bool = False
-    # a spawned worker also imports ``worker.COMPILE_PATH`` with torch (a fork server has)
+    # a spawned worker also imports ``COMPILE_PATH`` with torch (a fork server has)
     preload_compile_path: bool = False
     # a file (GPU runs): one timing section at a time, and every other GPU section waits while
     # one runs (``compiler/quiet.py``)

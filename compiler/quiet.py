@@ -3,10 +3,8 @@ steady state, no other worker of the run puts work on the GPU.
 
 With compiles running beside GPU timing (``overlap``), the other workers' GPU work lands inside
 the timed blocks: CUDA events measure elapsed GPU time, and the GPU time-slices between
-processes. On the H200 the worst of it was Inductor's autotuning in cold compiles, which runs
-each candidate kernel back to back for tens of milliseconds: the three timing processes of a
-memory-bound pointwise model had medians of 198, 333 and 266 µs for the same code; with the
-lock, 191, 197 and 198 µs.
+processes. The worst of it is Inductor's autotuning in cold compiles, which runs each candidate
+kernel back to back for tens of milliseconds (docs/verdict-quality.md, "The device lock").
 
 So every worker's GPU sections take a shared lock, and a timing section takes it exclusively:
 a reader-writer lock made of two ``flock`` files, with a turnstile so that a waiting timing

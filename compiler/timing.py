@@ -94,8 +94,9 @@ def calls_per_block(one_call_s: float, block_ms: float) -> int:
     return int(min(MAX_CALLS_PER_BLOCK, max(1, round(block_ms / 1e3 / max(one_call_s, 1e-9)))))
 
 
-def measure(eager: Callable[[], Any], compiled: Callable[[], Any], device: str, rounds: int,
-            block_ms: float, reference: Callable[[], Any] | None = None) -> Timed:
+def time_interleaved(eager: Callable[[], Any], compiled: Callable[[], Any], device: str,
+                     rounds: int, block_ms: float, reference: Callable[[], Any] | None = None
+                     ) -> Timed:
     """Interleaved block timing of two zero-argument callables (three with ``reference``)."""
     timer, time_block = _block_timer(device)
     fns = [eager, compiled] + ([reference] if reference is not None else [])

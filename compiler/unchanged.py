@@ -1,5 +1,5 @@
 """Why a model needs no measurement in a pull request: the same code runs on both sides by
-construction. Two rules, both applied by the measuring loop (``compiler/schedule.py``) only
+construction. Two rules, both applied by the measuring loop (``compiler/pairing.py``) only
 when both sides run in one environment, and neither with ``--measure-all``:
 
 - ``by_files``: before anything is compiled, the change touches nothing the model reads
@@ -10,11 +10,8 @@ when both sides run in one environment, and neither with ``--measure-all``:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from compilewatch.compiler.protocol import Reads, WorkerOutput
 from compilewatch.compiler.reads import ChangedFiles, touched
-from compilewatch.core.schema import CacheKey
 
 
 def by_files(base: Reads, head: Reads, changed: ChangedFiles) -> str | None:
@@ -60,17 +57,3 @@ def by_keys(base: WorkerOutput, head: WorkerOutput, *, same_environment: bool) -
     return ("unchanged by construction: one frame, one graph, no graph break, equal FX graph "
             "and AOTAutograd cache keys and the same environment on both sides, so the same "
             "compiled code runs; not timed (--measure-all times it)")
-
-
-def same_model(base: Sequence[CacheKey], head: Sequence[CacheKey]) -> bool:
-    """The model itself is the same on both sides: the graph and inputs (the ``gm`` and
-    ``example_inputs`` components) of every cold FX key are equal. A change is then on the
-    compiler's side, and eager, untouched by it, witnesses the host's speed. False where a side
-    recorded no components (nothing to tell by)."""
-    def parts(keys: Sequence[CacheKey]) -> list[dict[str, str]]:
-        return [{k: v for k, v in key.components.items()
-                 if k == "gm" or k.startswith("example_inputs")}
-                for key in keys if key.phase == "cold"]
-
-    pb, ph = parts(base), parts(head)
-    return bool(pb) and pb == ph and all(pb)

@@ -486,13 +486,15 @@ class RunSettings(_Model):
     trigger: Literal["pr", "nightly", "local"] = "local"
     side: Literal["base", "head"] | None = None
     cold_processes: Positive32 = 1
-    timing_processes: Positive32 = 1
+    # 0: ``--no-warm``, the first cold process timed steady state itself (files written before
+    # 0 was allowed recorded 1 for it)
+    timing_processes: Count32 = 1
     isolation: Literal["spawn", "fork"] = "spawn"
     # Inductor's compile workers started early and ready before each compile's clock
     # (``compiler/compileworkers.py``); False: torch's own race decides where kernels compile
     ready_compile_workers: bool = False
     # the compile path's first-use imports made before any compile's clock
-    # (``--preload-compile-path``, ``compiler/worker.py`` COMPILE_PATH)
+    # (``--preload-compile-path``, ``compiler/protocol.py`` COMPILE_PATH)
     preload_compile_path: bool = False
     # a pr's follow-ups: timing processes and cold compiles a side that a model whose first
     # verdict was left open near its threshold (cold compiles also: a change called on the

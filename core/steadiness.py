@@ -6,7 +6,7 @@ from __future__ import annotations
 
 CPU_NOISY = 0.25  # a CPU run: its timings are this CPU's
 # A GPU run: its timings are the GPU's (judged by GPU_NOISY); the CPU only disturbs them when
-# it is far off (why 0.6 and not 0.25: docs/verdict-quality.md, repeat 12 and the rule it changed).
+# it is far off (why 0.6 and not 0.25: docs/verdict-quality.md, "The host preflight").
 CPU_NOISY_BESIDE_GPU = 0.6
 GPU_NOISY = 0.05
 

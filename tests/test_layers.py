@@ -108,6 +108,20 @@ def test_the_rooms_of_bot_never_import_the_commands_or_a_room_above_them() -> No
     assert bad == []
 
 
+def test_the_judge_imports_only_core() -> None:
+    """Judging is pure: bot/judge reads results and imports core only (and itself), not the
+    compiler, the database or the suites."""
+    bad = []
+    for src, targets in graph().items():
+        if _room(src) != "judge":
+            continue
+        for dst in targets:
+            if _layer(dst) == "core" or _room(dst) == "judge":
+                continue
+            bad.append(f"{src} -> {dst}")
+    assert bad == []
+
+
 def test_no_import_cycle() -> None:
     edges = graph()
     for name in edges:  # the CLI imports its commands lazily, by design

@@ -14,7 +14,7 @@ from typing import Any
 from compilewatch.bot.github.client import open_github
 from compilewatch.bot.github.releases import download_asset, nightly_releases, release_assets
 from compilewatch.compiler import artifacts as art
-from compilewatch.compiler.schedule import WarmCache
+from compilewatch.compiler.job import WarmCache
 from compilewatch.compiler.tempdirs import owned_tempdir
 from compilewatch.core import signing
 from compilewatch.core.errors import CacheArtifactError, GitHubError, UsageError

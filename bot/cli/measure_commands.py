@@ -59,7 +59,7 @@ measure_options = stacked(
                       "spread (docs/verdict-quality.md)."),
     click.option("--preload-compile-path", is_flag=True,
                  help="Import what a first compile imports on first use (pattern passes, "
-                      "codegen, export; worker.COMPILE_PATH) before any compile's clock, so a "
+                      "codegen, export; protocol.COMPILE_PATH) before any compile's clock, so a "
                       "cold compile times the compile's own work rather than those imports. "
                       "Off by default: those imports are part of every user's first compile, "
                       "and on an H200 timing compiles without them did not narrow the "

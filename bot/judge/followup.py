@@ -20,7 +20,7 @@ from compilewatch.bot.judge.host import HostNoise, steady_state_units
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
-from compilewatch.compiler.schedule import FollowUp
+from compilewatch.core.followup import FollowUp
 from compilewatch.core.schema import ModelResult
 
 UNDECIDED = (Verdict.WITHIN_NOISE, Verdict.NOISY)

@@ -30,8 +30,7 @@ from compilewatch.bot.judge.comparison import (
 from compilewatch.bot.judge.host import HostNoise, Unit, host_noise, steady_state_units
 from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
-from compilewatch.compiler import unchanged
-from compilewatch.core import estimates
+from compilewatch.core import estimates, unchanged
 from compilewatch.core.errors import RegressionFound
 from compilewatch.core.estimates import Estimate, Prior, geomean
 from compilewatch.core.schema import (

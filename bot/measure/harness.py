@@ -4,7 +4,6 @@ file."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import os
@@ -23,14 +22,14 @@ from compilewatch.compiler.cpus import available as available_cpus
 from compilewatch.compiler.processes import Isolation, allowed_env, base_env
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import (
-    Event,
-    FollowUp,
     JobRun,
+    LoopEvent,
     LoopSettings,
     RunOptions,
-    Side,
+    SideJobs,
 )
 from compilewatch.core.errors import UsageError
+from compilewatch.core.followup import FollowUp
 from compilewatch.core.schema import (
     MAX_ORIGINS,
     MAX_SHORT_CHARS,
@@ -99,11 +98,9 @@ def collect_environment(python: str = sys.executable) -> Environment:
 
 @dataclass(frozen=True)
 class MeasureOptions:
-    """How ``run``, ``pr`` and ``nightly`` measure: the command line's flags as one object.
-
-    ``None`` means the device's default (``defaults``): on a GPU three cold and three timing
-    processes per side, compiles overlapping GPU timing, timing pinned to one core; on a CPU one
-    cold and two timing processes, one process at a time (timing runs on the CPU itself).
+    """How ``run``, ``pr``, ``nightly`` and ``calibrate`` measure, as asked: the command line's
+    flags as one object. ``None`` means the device's default; ``resolve`` fills those in and
+    checks every value, once, into the ``Measuring`` that everything below reads.
     """
 
     device: str = "cpu"
@@ -120,31 +117,82 @@ class MeasureOptions:
     measure_all: bool = False
     quiet: bool = False
     # timing processes a side added to a model whose first verdict is undecided but past its
-    # threshold (``bot/judge/followup.py``); None: 3 on cuda, 0 on cpu
+    # threshold (``bot/judge/followup.py``); None: the device's default
     extra_processes: int | None = None
     # cold compiles a side added to a model whose cold-compile verdict is undecided near its
     # threshold, or called on the first ones, to confirm it (``bot/judge/followup.py``);
-    # None: 3 on cuda, 0 on cpu
+    # None: the device's default
     extra_cold_processes: int | None = None
     # top-level modules the repository provides that may come from an installed copy
     allow_installed: tuple[str, ...] = ()
 
-    def check(self) -> None:
-        """Refuse, before minutes of measuring, options the loop cannot use."""
+    def resolve(self) -> Measuring:
+        """Every ``None`` replaced by the device's default: on a GPU three cold and three
+        timing processes per side, three more of each a follow-up may add, compile slots for
+        a quarter of the cores (2..8) overlapping GPU timing, timing pinned to the last core;
+        on a CPU one cold and two timing processes, no follow-ups, one process at a time
+        (timing runs on the CPU itself). Refuses, before minutes of measuring, values the
+        loop cannot use."""
+        gpu = self.device == "cuda"
+        cpus = sorted(available_cpus())
+        m = Measuring(
+            device=self.device, rounds=self.rounds, block_ms=self.block_ms,
+            timeout_s=self.timeout_s,
+            cold_processes=_default(self.cold_processes, 3 if gpu else 1),
+            timing_processes=_default(self.timing_processes, 3 if gpu else 2),
+            isolation=self.isolation,
+            compile_slots=_default(self.compile_slots,
+                                   max(2, min(8, len(cpus) // 4)) if gpu else 1),
+            ready_compile_workers=self.ready_compile_workers,
+            preload_compile_path=self.preload_compile_path,
+            pin_cpus=self.pin_cpus if self.pin_cpus is not None else (
+                (cpus[-1],) if gpu and len(cpus) > 1 else ()),
+            measure_all=self.measure_all, quiet=self.quiet,
+            extra_processes=_default(self.extra_processes, 3 if gpu else 0),
+            extra_cold_processes=_default(self.extra_cold_processes, 3 if gpu else 0),
+            allow_installed=self.allow_installed)
+        m.check(set(cpus))
+        return m
+
+
+def _default(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+@dataclass(frozen=True)
+class Measuring:
+    """The measuring options resolved (``MeasureOptions.resolve``): no default left to choose,
+    every value checked. The loop reads it (``run_options``, ``loop_settings``), and so do the
+    results' settings (``run_settings``)."""
+
+    device: str
+    rounds: int
+    block_ms: float
+    timeout_s: float
+    cold_processes: int
+    timing_processes: int  # 0: the first cold process times steady state (--no-warm)
+    isolation: Isolation
+    compile_slots: int
+    ready_compile_workers: bool
+    preload_compile_path: bool
+    pin_cpus: tuple[int, ...]
+    measure_all: bool
+    quiet: bool
+    extra_processes: int
+    extra_cold_processes: int
+    allow_installed: tuple[str, ...]
+
+    def check(self, cpus: set[int]) -> None:
         if self.rounds < 1 or self.block_ms <= 0 or self.timeout_s <= 0:
             raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
-        if self.cold_processes is not None and self.cold_processes < 1:
-            raise UsageError("--cold-processes must be >= 1")
-        if self.timing_processes is not None and self.timing_processes < 0:
-            raise UsageError("--processes must be >= 0")
-        if self.compile_slots is not None and self.compile_slots < 1:
-            raise UsageError("--compile-slots must be >= 1")
-        if self.extra_processes is not None and self.extra_processes < 0:
-            raise UsageError("--extra-processes must be >= 0")
-        if self.extra_cold_processes is not None and self.extra_cold_processes < 0:
-            raise UsageError("--extra-cold-processes must be >= 0")
-        cpus = available_cpus()
-        bad = sorted(set(self.pin_cpus or ()) - cpus)
+        for flag, value, least in (("--cold-processes", self.cold_processes, 1),
+                                   ("--processes", self.timing_processes, 0),
+                                   ("--compile-slots", self.compile_slots, 1),
+                                   ("--extra-processes", self.extra_processes, 0),
+                                   ("--extra-cold-processes", self.extra_cold_processes, 0)):
+            if value < least:
+                raise UsageError(f"{flag} must be >= {least}")
+        bad = sorted(set(self.pin_cpus) - cpus)
         if bad:
             raise UsageError(f"--pin-cpus {bad} not among this process's CPUs {sorted(cpus)}")
 
@@ -152,49 +200,43 @@ class MeasureOptions:
     def gpu(self) -> bool:
         return self.device == "cuda"
 
-    def resolved(self) -> MeasureOptions:
-        """These options with every ``None`` replaced by the device's default."""
-        cpus = sorted(available_cpus())
-        slots = max(2, min(8, len(cpus) // 4)) if self.gpu else 1
-        return dataclasses.replace(
-            self,
-            cold_processes=self.cold_processes or (3 if self.gpu else 1),
-            timing_processes=(self.timing_processes if self.timing_processes is not None
-                              else (3 if self.gpu else 2)),
-            compile_slots=self.compile_slots or slots,
-            extra_processes=(self.extra_processes if self.extra_processes is not None
-                             else (3 if self.gpu else 0)),
-            extra_cold_processes=(self.extra_cold_processes
-                                  if self.extra_cold_processes is not None
-                                  else (3 if self.gpu else 0)),
-            pin_cpus=self.pin_cpus if self.pin_cpus is not None else (
-                (cpus[-1],) if self.gpu and len(cpus) > 1 else ()))
-
     def run_options(self, python: str = sys.executable, **extra: Any) -> RunOptions:
-        r = self.resolved()
-        assert r.cold_processes is not None and r.timing_processes is not None
-        return RunOptions(rounds=r.rounds, block_ms=r.block_ms, timeout_s=r.timeout_s,
-                          cold_processes=r.cold_processes, timing_processes=r.timing_processes,
-                          python=python, pin_cpus=r.pin_cpus or (),
-                          ready_compile_workers=r.ready_compile_workers,
-                          preload_compile_path=r.preload_compile_path,
+        return RunOptions(rounds=self.rounds, block_ms=self.block_ms, timeout_s=self.timeout_s,
+                          cold_processes=self.cold_processes,
+                          timing_processes=self.timing_processes, python=python,
+                          pin_cpus=self.pin_cpus,
+                          ready_compile_workers=self.ready_compile_workers,
+                          preload_compile_path=self.preload_compile_path,
                           gpu_warmup_s=0.5 if self.gpu else 0.0, **extra)
 
     def loop_settings(self, same_environment: bool = True,
                       changed: ChangedFiles | None = None,
                       follow_up: FollowUp | None = None,
                       cold_follow_up: FollowUp | None = None) -> LoopSettings:
-        r = self.resolved()
-        assert r.compile_slots is not None
-        return LoopSettings(isolation=r.isolation, compile_slots=r.compile_slots,
-                            overlap=self.gpu, measure_all=r.measure_all,
+        return LoopSettings(isolation=self.isolation, compile_slots=self.compile_slots,
+                            overlap=self.gpu, measure_all=self.measure_all,
                             same_environment=same_environment, changed=changed,
-                            follow_up=follow_up, extra_timing=r.extra_processes or 0,
-                            cold_follow_up=cold_follow_up,
-                            extra_cold=r.extra_cold_processes or 0)
+                            follow_up=follow_up, extra_timing=self.extra_processes,
+                            cold_follow_up=cold_follow_up, extra_cold=self.extra_cold_processes)
+
+    def run_settings(self, *, suites: list[str], trigger: str = "local",
+                     side: str | None = None, results_dir: str | None = None) -> RunSettings:
+        """What a results file records of how it was measured; a pr's follow-ups only in a
+        pr."""
+        pr = trigger == "pr"
+        return RunSettings(suites=suites, timeout_s=self.timeout_s, rounds=self.rounds,
+                           block_ms=self.block_ms, trigger=trigger, side=side,
+                           cold_processes=self.cold_processes,
+                           timing_processes=self.timing_processes,
+                           isolation=self.isolation,
+                           ready_compile_workers=self.ready_compile_workers,
+                           preload_compile_path=self.preload_compile_path,
+                           extra_processes=self.extra_processes if pr else 0,
+                           extra_cold_processes=self.extra_cold_processes if pr else 0,
+                           results_dir=results_dir)
 
 
-def preload_of(sides: list[Side]) -> list[str]:
+def preload_of(sides: list[SideJobs]) -> list[str]:
     """What the fork server imports beside the compiler stack: the models' own packages, but
     none a side's checkout provides (each side imports its own copy)."""
     own = {name for s in sides if s.opts.code is not None for name in on_paths(s.opts.code)}
@@ -219,7 +261,7 @@ class MeasureProgress:
 OnProgress = Callable[[MeasureProgress], None]
 
 
-def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environment: bool = True,
+def measure_sides(sides: list[SideJobs], options: Measuring, *, same_environment: bool = True,
                   changed: ChangedFiles | None = None, progress: OnProgress | None = None,
                   on_done: Callable[[dict[str, list[JobRun]]], None] | None = None,
                   follow_up: FollowUp | None = None,
@@ -231,7 +273,7 @@ def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environmen
     total = sum(len(s.jobs) for s in sides)
     done: dict[str, list[JobRun]] = {s.name: [] for s in sides}
 
-    def on_event(ev: Event) -> None:
+    def on_event(ev: LoopEvent) -> None:
         if ev.job is None:
             tell(MeasureProgress("note", text=ev.text, total=total))
             return
@@ -249,34 +291,24 @@ def measure_sides(sides: list[Side], options: MeasureOptions, *, same_environmen
         if on_done is not None:
             on_done(done)
 
-    return schedule.measure(
+    return schedule.measure_jobs(
         sides, options.loop_settings(same_environment, changed, follow_up, cold_follow_up),
         on_event, preload_of(sides))
 
 
 def build_results(model_results: list[Any], *, env: Environment, git: dict[str, Any] | None,
-                  sources: list[str], options: MeasureOptions, started: str,
+                  sources: list[str], options: Measuring, started: str,
                   trigger: str = "local", side: str | None = None, run_id: str | None = None,
                   host: HostCheck | None = None, finished: bool = True,
                   code: Code | None = None, results_dir: Path | None = None) -> RunResults:
     """One place that turns measurements into a results file, for ``run``, ``pr`` and
     ``nightly`` alike. ``finished=False``: a checkpoint of a run still going (``finished_at``
     stays null)."""
-    r = options.resolved()
     return RunResults(
         schema_version=SCHEMA_VERSION, run_id=run_id or uuid.uuid4().hex, created_at=started,
         finished_at=now() if finished else None, environment=env, git=GitInfo(**(git or {})),
-        settings=RunSettings(suites=sources, timeout_s=r.timeout_s, rounds=r.rounds,
-                             block_ms=r.block_ms, trigger=trigger, side=side,
-                             cold_processes=r.cold_processes or 1,
-                             timing_processes=r.timing_processes or 1,
-                             isolation=r.isolation,
-                             ready_compile_workers=r.ready_compile_workers,
-                             preload_compile_path=r.preload_compile_path,
-                             extra_processes=(r.extra_processes or 0) if trigger == "pr" else 0,
-                             extra_cold_processes=(r.extra_cold_processes or 0)
-                             if trigger == "pr" else 0,
-                             results_dir=_recordable(results_dir)),
+        settings=options.run_settings(suites=sources, trigger=trigger, side=side,
+                                      results_dir=_recordable(results_dir)),
         results=model_results, host=host, code=code)
 
 

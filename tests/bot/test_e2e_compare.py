@@ -8,10 +8,10 @@ from compilewatch.bot.judge.verdicts import compare
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import render_markdown
 from compilewatch.compiler.plan import Job
-from compilewatch.compiler.runner import RunOptions, run_job
 from compilewatch.core.schema import Config, Status
 from compilewatch.suites.loader import load_suite
 from tests.factories import run_results
+from tests.one_job import RunOptions, run_job
 
 
 @pytest.mark.slow

@@ -21,12 +21,13 @@ from compilewatch.bot.cli import main
 from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.thresholds import Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
-from compilewatch.bot.measure.harness import MeasureOptions
+from compilewatch.bot.measure.harness import MeasureOptions, Measuring
 from compilewatch.bot.pr import PrRequest, pr_command
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER
-from compilewatch.compiler.schedule import FollowUp, JobRun, RunOptions, Side
+from compilewatch.compiler.schedule import JobRun, RunOptions, SideJobs
 from compilewatch.core.errors import UsageError
+from compilewatch.core.followup import FollowUp
 from compilewatch.core.schema import HostCheck, load_results
 from tests.factories import cold_result, environment, model_result, timed_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
@@ -81,7 +82,7 @@ class Recorder:
         self.fail = fail
         self.same_environment: bool | None = None
 
-    def __call__(self, sides: list[Side], options: MeasureOptions, *,
+    def __call__(self, sides: list[SideJobs], options: Measuring, *,
                  same_environment: bool = True, changed: object = None, progress: object = None,
                  on_done: object = None, follow_up: FollowUp | None = None,
                  cold_follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
@@ -169,11 +170,12 @@ def test_the_results_say_which_follow_ups_the_pr_allowed(repo: Path, tmp_path: P
 
 
 def test_extra_cold_compiles_default_to_three_on_a_gpu_and_none_on_a_cpu() -> None:
-    assert MeasureOptions(device="cuda").loop_settings().extra_cold == 3
-    assert MeasureOptions(device="cpu").loop_settings().extra_cold == 0
-    assert MeasureOptions(device="cuda", extra_cold_processes=0).loop_settings().extra_cold == 0
+    assert MeasureOptions(device="cuda").resolve().loop_settings().extra_cold == 3
+    assert MeasureOptions(device="cpu").resolve().loop_settings().extra_cold == 0
+    assert MeasureOptions(device="cuda", extra_cold_processes=0).resolve().loop_settings(
+    ).extra_cold == 0
     with pytest.raises(UsageError, match="--extra-cold-processes"):
-        MeasureOptions(extra_cold_processes=-1).check()
+        MeasureOptions(extra_cold_processes=-1).resolve()
 
 
 def test_no_follow_up_where_the_host_preflight_silences_the_model(

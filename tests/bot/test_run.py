@@ -117,3 +117,21 @@ def test_a_suite_file_relative_to_the_current_folder_is_found(
     assert res.exit_code == 0, res.output
     (result,) = load_results(tmp_path / "r.json").results
     assert (result.model, result.status.value) == ("breaks", "pass")
+
+
+def test_no_warm_records_zero_timing_processes(harness_suite: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--no-warm`` runs no timing process (the first cold process times itself), and the
+    results say 0, not 1; without it the device's default is recorded."""
+    from click.testing import CliRunner
+
+    from compilewatch.bot.cli import main
+
+    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, raise_on=None))
+    for flags, want in ((["--no-warm"], 0), ([], 2)):
+        out = tmp_path / f"r{want}.json"
+        res = CliRunner().invoke(main, ["run", "--suite", harness_suite, "--model", "breaks",
+                                        *flags, "-q", "--no-db", "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        assert load_results(out).settings.timing_processes == want
+        assert [p for _, _, p in FakeLauncher.launches].count("warm") == want

@@ -378,7 +378,7 @@ def test_real_compiles_are_judged_on_every_part_of_their_output(
     code shifts by +1.0 is an accuracy failure named by that field (it passed before, with a
     max error of 0.0), and an output holding an object of a plain class is not a pass."""
     from compilewatch.compiler.plan import Job
-    from compilewatch.compiler.schedule import LoopSettings, RunOptions, Side, measure
+    from compilewatch.compiler.schedule import LoopSettings, RunOptions, SideJobs, measure_jobs
     from compilewatch.core.schema import Category, Config, Status
     from compilewatch.suites.loader import load_suite
 
@@ -387,7 +387,8 @@ def test_real_compiles_are_judged_on_every_part_of_their_output(
             ("wrong_dataclass", "opaque_output")]
     opts = RunOptions(rounds=3, block_ms=2.0, timing_processes=0, measure=False,
                       cache_root=shared_cache / "accuracy")
-    sides = measure([Side("run", jobs, opts)], LoopSettings(isolation="fork", compile_slots=2))
+    sides = measure_jobs([SideJobs("run", jobs, opts)],
+                         LoopSettings(isolation="fork", compile_slots=2))
     got = {r.result.model: r.result for r in sides["run"]}
     wrong, opaque = got["wrong_dataclass"], got["opaque_output"]
     assert (wrong.status, wrong.category) == (Status.FAIL, Category.ACCURACY), wrong.error

@@ -17,18 +17,18 @@ from compilewatch.bot.cache.publish import build_manifest, write_signed
 from compilewatch.bot.measure.harness import collect_environment
 from compilewatch.compiler import artifacts as art
 from compilewatch.compiler.plan import Job
-from compilewatch.compiler.runner import (
+from compilewatch.core import signing
+from compilewatch.core.errors import CacheArtifactError
+from compilewatch.core.schema import Config, Status
+from compilewatch.suites.loader import load_suite
+from tests.factories import megacache
+from tests.one_job import (
     RunOptions,
     WarmCache,
     run_job,
     run_job_full,
     verify_artifact,
 )
-from compilewatch.core import signing
-from compilewatch.core.errors import CacheArtifactError
-from compilewatch.core.schema import Config, Status
-from compilewatch.suites.loader import load_suite
-from tests.factories import megacache
 
 SUITE = str(Path(__file__).parents[1] / "data" / "suites" / "cache_suite.py")
 SLUG = Config().slug

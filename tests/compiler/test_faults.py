@@ -24,7 +24,7 @@ from compilewatch.compiler.processes import (
     clean_stale_runs,
     where_it_was,
 )
-from compilewatch.compiler.schedule import LoopSettings, RunOptions, Side, measure
+from compilewatch.compiler.schedule import LoopSettings, RunOptions, SideJobs, measure_jobs
 from compilewatch.core.schema import Category, Config, Status
 from compilewatch.suites.loader import load_suite
 
@@ -78,9 +78,9 @@ def faults_run(request: pytest.FixtureRequest, harness_suite: str,
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GITHUB_TOKEN", SECRET)
         mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET + "aws")
-        hang = Side("hang", [Job(suite, suite.models["hangs"], Config())],
+        hang = SideJobs("hang", [Job(suite, suite.models["hangs"], Config())],
                     dataclasses.replace(opts, timeout_s=20))
-        sides = measure([Side("run", jobs, opts), hang],
+        sides = measure_jobs([SideJobs("run", jobs, opts), hang],
                         LoopSettings(isolation=request.param, compile_slots=4))
     return ({r.result.model: r.result for runs in sides.values() for r in runs}, pidfile,
             tmp_path)

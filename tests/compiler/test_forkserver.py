@@ -102,11 +102,11 @@ def test_the_server_imports_transformers_model_code_without_touching_cuda(tmp_pa
 
 @pytest.mark.slow
 def test_the_server_imports_the_compile_path_without_touching_cuda(tmp_path):
-    """``--preload-compile-path`` hands the server ``worker.COMPILE_PATH`` as its preload:
+    """``--preload-compile-path`` hands the server ``protocol.COMPILE_PATH`` as its preload:
     this torch has every module of it, and fork stays clean."""
-    code = ("import sys\nfrom compilewatch.compiler import forkserver, worker\n"
-            "forkserver.serve(list(worker.COMPILE_PATH))\nimport torch\n"
-            "print(all(m in sys.modules for m in worker.COMPILE_PATH), "
+    code = ("import sys\nfrom compilewatch.compiler import forkserver, protocol\n"
+            "forkserver.serve(list(protocol.COMPILE_PATH))\nimport torch\n"
+            "print(all(m in sys.modules for m in protocol.COMPILE_PATH), "
             "torch.cuda.is_initialized())\n")
     out = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True,
                          text=True, timeout=300, check=True, stdin=subprocess.DEVNULL)

@@ -12,7 +12,7 @@ import pytest
 
 from compilewatch.compiler import breaks, cachekeys, probes, trace
 from compilewatch.compiler.plan import Job
-from compilewatch.compiler.schedule import LoopSettings, RunOptions, Side, measure
+from compilewatch.compiler.schedule import LoopSettings, RunOptions, SideJobs, measure_jobs
 from compilewatch.core.schema import CacheKey, Config, GraphBreak, Status
 from compilewatch.suites.loader import load_suite
 
@@ -49,8 +49,8 @@ def matrix() -> dict[str, dict]:
     suite = load_suite(str(SUITE))
     jobs = [Job(suite, spec, Config()) for spec in suite.models.values()]
     fast = {"rounds": 3, "block_ms": 2.0, "timeout_s": 600}
-    runs = measure([Side("run", jobs, RunOptions(measure=False, **fast)),
-                    Side("warm", [j for j in jobs if j.spec.name == "clean"],
+    runs = measure_jobs([SideJobs("run", jobs, RunOptions(measure=False, **fast)),
+                    SideJobs("warm", [j for j in jobs if j.spec.name == "clean"],
                          RunOptions(timing_processes=1, **fast))],
                    LoopSettings(compile_slots=2, measure_all=True))
     return {side: {r.result.model: r.result for r in rs} for side, rs in runs.items()}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from compilewatch.compiler.plan import Job
-from compilewatch.compiler.runner import RunOptions, run_job
 from compilewatch.core.schema import Category, Config, Status, load_results
 from compilewatch.suites.loader import load_suite
+from tests.one_job import RunOptions, run_job
 
 FAST = {"rounds": 3, "block_ms": 2.0}
 

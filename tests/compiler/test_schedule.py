@@ -11,7 +11,7 @@ import pytest
 
 from compilewatch.compiler import schedule
 from compilewatch.compiler.plan import Job
-from compilewatch.compiler.schedule import LoopSettings, RunOptions, Side, measure
+from compilewatch.compiler.schedule import LoopSettings, RunOptions, SideJobs, measure_jobs
 from compilewatch.core.schema import Category, Config, Status
 from compilewatch.suites.loader import load_suite
 from tests.factories import FakeLauncher, worker_output
@@ -54,8 +54,8 @@ OPTS = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=2)
 def test_two_sides_alternate_abba_per_model_and_per_timing_process(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(monkeypatch)
-    sides = [Side("base", jobs[:2], OPTS), Side("head", jobs, OPTS)]
-    measure(sides, LoopSettings(isolation="spawn", measure_all=True))
+    sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs, OPTS)]
+    measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True))
     assert FakeLauncher.launches == [
         ("base", "a", "cold"), ("head", "a", "cold"),
         ("base", "a", "warm"), ("head", "a", "warm"), ("head", "a", "warm"),
@@ -76,8 +76,8 @@ def test_the_same_compiled_code_on_both_sides_is_not_timed(
         return worker_output(spec, fx_key=key)
 
     _fake(monkeypatch, output=output)
-    sides = [Side("base", jobs[:2], OPTS), Side("head", jobs[:2], OPTS)]
-    runs = measure(sides, LoopSettings(isolation="spawn"))
+    sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn"))
     assert [(s, m, p) for s, m, p in FakeLauncher.launches if m == "a"] == [
         ("base", "a", "cold"), ("head", "a", "cold")]
     assert len([1 for _, m, p in FakeLauncher.launches if m == "b" and p == "warm"]) == 4
@@ -102,8 +102,8 @@ def test_nothing_more_runs_for_a_model_until_both_first_cold_compiles_are_in(
 
     _fake(monkeypatch, output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
-    sides = [Side("base", jobs[:2], opts), Side("head", jobs[:2], opts)]
-    runs = measure(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
+    sides = [SideJobs("base", jobs[:2], opts), SideJobs("head", jobs[:2], opts)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
                                        timing_ahead=2))
     assert sorted(x for x in FakeLauncher.launches if x[1] == "a") == [
         ("base", "a", "cold"), ("head", "a", "cold")]
@@ -116,8 +116,8 @@ def test_nothing_more_runs_for_a_model_until_both_first_cold_compiles_are_in(
 def test_a_different_environment_is_always_timed(jobs: list[Job],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(monkeypatch)
-    sides = [Side("base", jobs[:1], OPTS), Side("head", jobs[:1], OPTS)]
-    runs = measure(sides, LoopSettings(isolation="spawn", same_environment=False))
+    sides = [SideJobs("base", jobs[:1], OPTS), SideJobs("head", jobs[:1], OPTS)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", same_environment=False))
     assert runs["head"][0].result.latency is not None
 
 
@@ -125,7 +125,7 @@ def test_cold_and_timing_processes_give_their_samples(jobs: list[Job],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(monkeypatch)
     opts = RunOptions(rounds=4, block_ms=1.0, cold_processes=3, timing_processes=3)
-    [run] = measure([Side("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))["run"]
+    [run] = measure_jobs([SideJobs("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))["run"]
     r = run.result
     assert len(r.compile.cold_samples_s) == 3 and len(r.compile.warm_samples_s) == 3
     assert r.compile.cold_s == sorted(r.compile.cold_samples_s)[1]
@@ -145,7 +145,7 @@ def test_a_failed_cold_compile_stops_that_model_there(jobs: list[Job],
 
     _fake(monkeypatch, output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
-    runs = measure([Side("run", jobs[:2], opts)], LoopSettings(isolation="spawn"))["run"]
+    runs = measure_jobs([SideJobs("run", jobs[:2], opts)], LoopSettings(isolation="spawn"))["run"]
     assert [m for _, m, _ in FakeLauncher.launches].count("a") == 1
     assert runs[0].result.category is Category.COMPILE_ERROR and runs[0].result.error == "boom"
     assert runs[1].result.status is Status.PASS
@@ -178,8 +178,8 @@ def test_on_a_cpu_nothing_runs_beside_a_timing_process(jobs: list[Job],
     seen = _Concurrency()
     _fake(monkeypatch, output=seen)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
-    sides = [Side("base", jobs, opts), Side("head", jobs, opts)]
-    measure(sides, LoopSettings(isolation="spawn", compile_slots=3, measure_all=True))
+    sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
+    measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, measure_all=True))
     timing = [others for kind, others in seen.seen if kind == "timing"]
     assert len(timing) == 18 and all(others == () for others in timing)
     assert not [o for kind, o in seen.seen if kind == "compile" and "timing" in o]
@@ -194,8 +194,8 @@ def test_on_a_gpu_compiles_overlap_timing_and_timing_queues_for_the_device_lock(
     _fake(monkeypatch, output=seen)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3,
                       pin_cpus=(0,))
-    sides = [Side("base", jobs, opts), Side("head", jobs, opts)]
-    measure(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=True,
+    sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
+    measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=True,
                                 timing_ahead=2, measure_all=True))
     assert [o for kind, o in seen.seen if kind == "timing" and o.count("timing") >= 2] == []
     assert [o for kind, o in seen.seen if "timing" in o and "compile" in (kind, *o)]
@@ -256,9 +256,9 @@ def test_each_compile_slot_runs_on_cores_of_its_own(
     timing_core = cores - 1
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=timing,
                       pin_cpus=(timing_core,))
-    sides = [Side("base", jobs, opts), Side("head", jobs, opts)]
+    sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
     notes: list[str] = []
-    measure(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
+    measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
                                 timing_ahead=2, measure_all=True, split_cores=split),
             on_event=lambda e: notes.append(e.text) if e.kind == "note" else None)
     split_notes = [n for n in notes if "compile slots share" in n]
@@ -303,7 +303,7 @@ def test_a_models_cold_pairs_swap_which_side_takes_the_first_group(
     _fake(monkeypatch, output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=1,
                       pin_cpus=(15,))
-    measure([Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)],
+    measure_jobs([SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)],
             LoopSettings(isolation="spawn", compile_slots=4, overlap=True, timing_ahead=1,
                          measure_all=True, split_cores=True))
     lower = [taken[("base", f"cold{i}")] < taken[("head", f"cold{i}")] for i in (1, 2, 3)]
@@ -371,11 +371,11 @@ def _scanning(reads_of: dict[str, list[str]], fail: set[tuple[str, str]] = froze
     return output
 
 
-def _two_sides(jobs: list[Job], root: Path, opts: RunOptions = OPTS) -> list[Side]:
+def _two_sides(jobs: list[Job], root: Path, opts: RunOptions = OPTS) -> list[SideJobs]:
     from dataclasses import replace
 
     o = replace(opts, watch_root=root)
-    return [Side("base", jobs, o), Side("head", jobs, o)]
+    return [SideJobs("base", jobs, o), SideJobs("head", jobs, o)]
 
 
 def _diff(*entries: tuple[str, str]):  # type: ignore[no-untyped-def]
@@ -391,7 +391,7 @@ def test_models_that_read_nothing_the_change_touches_are_not_measured(
     files = {"a": ["loop_suite.py"], "b": ["helper.py", "loop_suite.py"],
              "c": ["loop_suite.py"]}
     _fake(monkeypatch, output=_scanning(files))
-    runs = measure(_two_sides(jobs, tmp_path),
+    runs = measure_jobs(_two_sides(jobs, tmp_path),
                    LoopSettings(isolation="spawn", changed=_diff(("M", "helper.py"),
                                                                  ("M", "README.md"))))
     phases = [p for _, _, p in FakeLauncher.launches]
@@ -420,7 +420,7 @@ def test_no_scan_where_it_cannot_decide(case: str, jobs: list[Job], tmp_path: Pa
                                             changed=_diff(("M", "README.md"))),
         "no diff known": LoopSettings(isolation="spawn"),
     }[case]
-    measure(_two_sides(jobs[:1], tmp_path), settings)
+    measure_jobs(_two_sides(jobs[:1], tmp_path), settings)
     assert "scan" not in [p for _, _, p in FakeLauncher.launches]
     assert ("base", "a", "cold") in FakeLauncher.launches
 
@@ -431,8 +431,8 @@ def test_a_model_on_one_side_only_and_a_failed_scan_are_measured(
 
     _fake(monkeypatch, output=_scanning({}, fail={("head", "a")}, home=3))
     o = replace(OPTS, watch_root=tmp_path)
-    sides = [Side("base", jobs[:2], o), Side("head", jobs, o)]
-    runs = measure(sides, LoopSettings(isolation="spawn", changed=_diff(("M", "README.md"))))
+    sides = [SideJobs("base", jobs[:2], o), SideJobs("head", jobs, o)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", changed=_diff(("M", "README.md"))))
     launched = set(FakeLauncher.launches)
     assert {("base", "a", "cold"), ("head", "a", "cold")} <= launched  # a's head scan failed
     assert ("head", "c", "scan") not in launched and ("head", "c", "cold") in launched
@@ -450,7 +450,7 @@ def test_a_model_skipped_on_one_side_is_not_scanned(jobs: list[Job], tmp_path: P
     _fake(monkeypatch, output=_scanning({}))
     o = replace(OPTS, watch_root=tmp_path)
     gone = Job(jobs[0].suite, replace(jobs[0].spec, devices=("cuda",)), jobs[0].config)
-    runs = measure([Side("base", jobs[:1], o), Side("head", [gone], o)],
+    runs = measure_jobs([SideJobs("base", jobs[:1], o), SideJobs("head", [gone], o)],
                    LoopSettings(isolation="spawn", changed=_diff(("M", "README.md"))))
     assert runs["head"][0].result.category is Category.UNSUPPORTED
     assert runs["base"][0].result.status is Status.PASS
@@ -470,8 +470,8 @@ def test_an_undecided_model_gets_more_timing_processes_a_side_interleaved(
         asked.append((b.model, h.model, b.latency.processes, h.latency.processes))
         return "close to its threshold" if b.model == "a" else None
 
-    sides = [Side("base", jobs[:2], OPTS), Side("head", jobs[:2], OPTS)]
-    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+    sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                        follow_up=follow_up, extra_timing=2))
     assert asked == [("a", "a", 2, 2), ("b", "b", 2, 2)]  # once a model, both sides in
     a_timing = [(side, phase) for side, model, phase in FakeLauncher.launches
@@ -504,8 +504,8 @@ def test_no_follow_up_without_timing_on_both_sides(jobs: list[Job],
         asked.append(b.model)
         return "more"
 
-    sides = [Side("base", jobs[:2], OPTS), Side("head", jobs, OPTS)]
-    runs = measure(sides, LoopSettings(isolation="spawn", follow_up=follow_up,
+    sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs, OPTS)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", follow_up=follow_up,
                                        extra_timing=1))
     assert asked == ["b"]
     head = {r.result.model: r.result for r in runs["head"]}
@@ -521,8 +521,8 @@ def test_a_follow_up_that_raises_finishes_the_model_with_a_note(
     def follow_up(b, h):  # type: ignore[no-untyped-def]
         raise ZeroDivisionError("judging bug")
 
-    sides = [Side("base", jobs[:1], OPTS), Side("head", jobs[:1], OPTS)]
-    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+    sides = [SideJobs("base", jobs[:1], OPTS), SideJobs("head", jobs[:1], OPTS)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                        follow_up=follow_up, extra_timing=2))
     for side in ("base", "head"):
         (run,) = runs[side]
@@ -547,8 +547,8 @@ def test_an_undecided_cold_compile_gets_more_cold_compiles_each_on_an_empty_cach
         asked.append((b.model, len(b.compile.cold_samples_s), len(h.compile.cold_samples_s)))
         return "near its threshold" if b.model == "a" else None
 
-    sides = [Side("base", jobs[:2], COLD3), Side("head", jobs[:2], COLD3)]
-    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+    sides = [SideJobs("base", jobs[:2], COLD3), SideJobs("head", jobs[:2], COLD3)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                        cold_follow_up=cold_follow_up, extra_cold=2))
     assert asked == [("a", 3, 3), ("b", 3, 3)]
     extra = [(side, name, used) for side, model, name, _, used in FakeLauncher.caches
@@ -587,8 +587,8 @@ def test_timing_and_cold_follow_ups_are_asked_once_each_and_queue_their_own_kind
             return why
         return f
 
-    sides = [Side("base", jobs[:1], COLD3), Side("head", jobs[:1], COLD3)]
-    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+    sides = [SideJobs("base", jobs[:1], COLD3), SideJobs("head", jobs[:1], COLD3)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                        follow_up=ask("timing", timing_why), extra_timing=1,
                                        cold_follow_up=ask("cold", cold_why), extra_cold=1))
     assert asked == ["timing", "cold"]
@@ -609,8 +609,8 @@ def test_one_cold_compile_a_side_is_never_followed_up(
         asked.append(b.model)
         return "more"
 
-    sides = [Side("base", jobs[:1], OPTS), Side("head", jobs[:1], OPTS)]
-    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+    sides = [SideJobs("base", jobs[:1], OPTS), SideJobs("head", jobs[:1], OPTS)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                        cold_follow_up=cold_follow_up, extra_cold=3))
     assert asked == []
     assert [k for _, _, k in FakeLauncher.launches].count("cold") == 2
@@ -645,8 +645,8 @@ def test_a_side_with_nothing_to_ask_finishes_the_partner_that_waited_for_it(
     for timing in (0, 2):
         _fake(monkeypatch, output=_failing({("head", "cold2"), ("head", "cold3")}))
         opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=timing)
-        sides = [Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)]
-        runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+        sides = [SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)]
+        runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                            cold_follow_up=lambda b, h: "more", extra_cold=2))
         assert [r.result.model for r in runs["base"]] == ["a"], timing
         assert [r.result.model for r in runs["head"]] == ["a"], timing
@@ -660,8 +660,8 @@ def test_a_failed_follow_up_process_is_a_note_not_the_models_status(
     """The model passed with the processes its first verdict had; a follow-up that crashes
     (head's cold compile 4, base's timing process 3) is left out with a note."""
     _fake(monkeypatch, output=_failing({("head", "cold4"), ("base", "timing3")}))
-    sides = [Side("base", jobs[:1], COLD3), Side("head", jobs[:1], COLD3)]
-    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+    sides = [SideJobs("base", jobs[:1], COLD3), SideJobs("head", jobs[:1], COLD3)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                        follow_up=lambda b, h: "t", extra_timing=1,
                                        cold_follow_up=lambda b, h: "c", extra_cold=2))
     base, head = runs["base"][0].result, runs["head"][0].result
@@ -680,8 +680,8 @@ def test_cold_samples_keep_their_index_order_however_the_compiles_finish(
     the later index ends first here, and the samples still come out in index order."""
     _fake(monkeypatch, output=_failing(set(), cold_s_of_index=True))
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=1)
-    sides = [Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)]
-    runs = measure(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
+    sides = [SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
                                        measure_all=True, cold_follow_up=lambda b, h: "c",
                                        extra_cold=2))
     for side in ("base", "head"):
@@ -712,8 +712,8 @@ def test_each_timing_process_times_the_kernels_of_its_own_cold_compile(
     between timing processes, which the interval sees, not one a whole side shares."""
     _fake(monkeypatch)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=cold, timing_processes=timing)
-    sides = [Side("base", jobs[:2], opts), Side("head", jobs[:2], opts)]
-    runs = measure(sides, LoopSettings(isolation="spawn", measure_all=True, overlap=overlap,
+    sides = [SideJobs("base", jobs[:2], opts), SideJobs("head", jobs[:2], opts)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True, overlap=overlap,
                                        compile_slots=2))
     for (side, model), names in _timing_caches().items():
         assert [names[f"timing{k}"] for k in range(1, timing + 1)] == \
@@ -744,16 +744,15 @@ def test_a_cold_compiles_cache_is_kept_only_if_a_timing_process_will_run_on_it(
     at_done: dict[str, list[str]] = {}
     done = schedule.Loop._done
 
-    def spy(self, st, run):  # type: ignore[no-untyped-def]
-        at_done[st.side.name] = [f"cold{k}" for k in range(2, 5)
-                                 if self._cold_dir(st, k).is_dir()]
-        done(self, st, run)
+    def spy(self, sj, run):  # type: ignore[no-untyped-def]
+        at_done[sj.side] = [f"cold{k}" for k in range(2, 5) if sj.cold_dir(k).is_dir()]
+        done(self, sj, run)
 
     monkeypatch.setattr(schedule.Loop, "_done", spy)
     _fake(monkeypatch)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=4, timing_processes=timing)
-    sides = [Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)]
-    measure(sides, LoopSettings(isolation="spawn", measure_all=True,
+    sides = [SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)]
+    measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                 follow_up=(lambda b, h: None) if extra else None,
                                 extra_timing=extra))
     assert at_done == {"base": kept, "head": kept}
@@ -772,7 +771,7 @@ def test_a_timing_process_whose_cold_compile_failed_runs_on_the_first_ones_cache
 
     _fake(monkeypatch, output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
-    [run] = measure([Side("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))["run"]
+    [run] = measure_jobs([SideJobs("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))["run"]
     [names] = _timing_caches().values()
     assert [names["timing1"], names["timing2"], names["timing3"]] == \
         [names["cold1"], names["cold1"], names["cold3"]]
@@ -783,8 +782,8 @@ def test_unchanged_by_construction_drops_the_timing_processes_that_wait_for_a_ca
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(monkeypatch)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
-    sides = [Side("base", jobs[:1], opts), Side("head", jobs[:1], opts)]
-    runs = measure(sides, LoopSettings(isolation="spawn", overlap=True, compile_slots=4))
+    sides = [SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", overlap=True, compile_slots=4))
     assert not [n for _, _, n, _, _ in FakeLauncher.caches if n.startswith("timing")]
     assert all(r.result.timing_skipped for rs in runs.values() for r in rs)
 
@@ -794,7 +793,7 @@ def test_with_a_reused_cache_root_every_timing_process_runs_on_it(
     _fake(monkeypatch)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3,
                       cache_root=tmp_path / "caches")
-    measure([Side("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))
+    measure_jobs([SideJobs("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))
     [names] = _timing_caches().values()
     assert {names[f"timing{k}"] for k in (1, 2, 3)} == {names["cold1"]}
     assert Path(names["cold1"]).is_relative_to(tmp_path / "caches")
@@ -805,7 +804,7 @@ def test_two_configs_of_one_model_never_share_a_cache_dir(
     _fake(monkeypatch)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=2, timing_processes=2)
     two = [jobs[0], Job(jobs[0].suite, jobs[0].spec, Config(dynamic=True))]
-    measure([Side("run", two, opts)], LoopSettings(isolation="spawn", overlap=True,
+    measure_jobs([SideJobs("run", two, opts)], LoopSettings(isolation="spawn", overlap=True,
                                                     compile_slots=4))
     colds = [(cache, used) for _, _, n, cache, used in FakeLauncher.caches
              if n.startswith("cold")]
@@ -846,11 +845,11 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
 
     _fake(monkeypatch, output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=2, timing_processes=3)
-    sides = [Side("base", gpu_jobs, replace(opts, watch_root=tmp_path / "base")),
-             Side("head", gpu_jobs, replace(opts, watch_root=tmp_path / "head"))]
+    sides = [SideJobs("base", gpu_jobs, replace(opts, watch_root=tmp_path / "base")),
+             SideJobs("head", gpu_jobs, replace(opts, watch_root=tmp_path / "head"))]
     if case == "one-side":
         sides = sides[:1]
-    runs = measure(sides, LoopSettings(isolation="spawn", compile_slots=2, overlap=True,
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=2, overlap=True,
                                        same_environment=case != "other-environment",
                                        measure_all=case == "gpu-measure-all"))
     refs = {(side, model): {r for s, m, r, _ in seen if (s, m) == (side, model)}
@@ -867,3 +866,19 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
     else:
         assert {r for s, m, r, _ in seen} == {None}
         assert b.reference_sizes == [] and b.referenced_per_process() == []
+
+
+def test_a_single_side_run_never_enters_the_pairing(jobs: list[Job],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """One side: no pairing object at all, so no follow-up is asked and nothing waits for a
+    partner, whatever the settings for two sides say."""
+    def refuse(*a: object, **k: object) -> None:
+        raise AssertionError("a single-side run built a pairing")
+
+    monkeypatch.setattr(schedule, "Pairing", refuse)
+    _fake(monkeypatch)
+    [run] = measure_jobs([SideJobs("run", jobs[:1], OPTS)],
+                         LoopSettings(isolation="spawn", follow_up=lambda b, h: "more",
+                                      extra_timing=2))["run"]
+    assert run.result.status is Status.PASS
+    assert run.result.latency is not None and run.result.latency.processes == 2

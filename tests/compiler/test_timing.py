@@ -20,7 +20,7 @@ def test_measure_orders_a_slow_and_a_fast_callable():
     def fast():
         time.sleep(0.002)
 
-    t = timing.measure(slow, fast, "cpu", rounds=4, block_ms=20.0)
+    t = timing.time_interleaved(slow, fast, "cpu", rounds=4, block_ms=20.0)
     assert len(t.eager_us) == len(t.compiled_us) == 4
     # a sleep never returns early, and 18 ms of difference survives a loaded machine
     assert np.median(t.eager_us) >= 20_000 and np.median(t.eager_us) > np.median(t.compiled_us)
@@ -29,7 +29,8 @@ def test_measure_orders_a_slow_and_a_fast_callable():
 
 def test_cpu_blocks_have_no_host_fraction_and_warm_up_runs_for_its_time():
     calls = []
-    t = timing.measure(lambda: None, lambda: calls.append(1), "cpu", rounds=2, block_ms=1.0)
+    t = timing.time_interleaved(lambda: None, lambda: calls.append(1), "cpu", rounds=2,
+                                block_ms=1.0)
     assert t.host_fraction is None  # launch-bound is a GPU notion
     n = len(calls)
     t0 = time.perf_counter()
@@ -56,13 +57,13 @@ def test_a_reference_is_timed_as_a_third_block_of_every_round_in_alternating_ord
             time.sleep(seconds)
         return call
 
-    t = timing.measure(fn("e", 0.002), fn("c", 0.0), "cpu", rounds=4, block_ms=1.0,
-                       reference=fn("r", 0.02))
+    t = timing.time_interleaved(fn("e", 0.002), fn("c", 0.0), "cpu", rounds=4, block_ms=1.0,
+                                reference=fn("r", 0.02))
     assert len(t.reference_us) == len(t.eager_us) == len(t.compiled_us) == 4
     assert min(t.reference_us) >= 20_000 > max(t.compiled_us)
     # one call a block (the reference sets k); after the calibration and warm-up blocks, the
     # rounds go e, c, r then r, c, e: each block sits first as often as last
     rounds = "".join(seen[-12:])
     assert rounds == "ecr" "rce" "ecr" "rce"
-    assert timing.measure(lambda: None, lambda: None, "cpu", rounds=2,
-                          block_ms=1.0).reference_us == []
+    assert timing.time_interleaved(lambda: None, lambda: None, "cpu", rounds=2,
+                                block_ms=1.0).reference_us == []

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from compilewatch.compiler import worker
-from compilewatch.compiler.worker import _clone
+from compilewatch.compiler.model import clone
 from compilewatch.core.schema import Config
 from compilewatch.suites.imports import SideCode
 
@@ -23,11 +23,11 @@ class Out(NamedTuple):
 def test_clone_copies_every_tensor_and_keeps_the_container_types():
     t = torch.ones(3)
     out = Out(t, (t, [t]))
-    copy = _clone(out)
+    copy = clone(out)
     assert isinstance(copy, Out) and isinstance(copy.aux, tuple) and isinstance(copy.aux[1], list)
     t.add_(1)  # a CUDA-graph replay would overwrite its output buffer like this
     assert torch.equal(copy.logits, torch.ones(3)) and torch.equal(copy.aux[1][0], torch.ones(3))
-    assert _clone({"a": t})["a"] is not t
+    assert clone({"a": t})["a"] is not t
 
 
 class _Counted:
@@ -48,7 +48,7 @@ class _Counted:
 
 
 def test_eager_runs_twice_only_where_accuracy_is_checked() -> None:
-    from compilewatch.compiler.worker import run_eager
+    from compilewatch.compiler.model import run_eager
 
     checked, plain = _Counted(), _Counted()
     assert run_eager(checked, check=True)[1] is True and checked.calls == 2  # type: ignore[arg-type]
@@ -159,8 +159,8 @@ def test_what_base_suite_imported_from_its_checkout_is_forgotten_before_head_bui
     puts that root on the import path: head's suite, built next, must get its own package."""
     import sys
 
+    from compilewatch.compiler.model import build
     from compilewatch.compiler.protocol import WorkerSpec
-    from compilewatch.compiler.worker import build
     from compilewatch.core.schema import Config
 
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -187,7 +187,7 @@ def test_a_model_that_does_not_fit_beside_the_reference_is_built_alone(
     head's own."""
     import sys
 
-    from compilewatch.compiler import worker
+    from compilewatch.compiler import model as worker_model
     from compilewatch.compiler.protocol import WorkerSpec
     from compilewatch.core.schema import Category, Config
 
@@ -197,18 +197,18 @@ def test_a_model_that_does_not_fit_beside_the_reference_is_built_alone(
     spec = WorkerSpec(suite=str(head), model="mm", config=Config(), phase="warm", large=False,
                       rounds=1, block_ms=1.0, time_steady_state=True,
                       reference_suite=str(base), out="", status_file="")
-    real = worker.Model
+    real = worker_model.Model
     calls: list[str | None] = []
 
     def model(spec, suite=None, code=None):  # type: ignore[no-untyped-def]
         calls.append(suite)
         if suite is None and len(calls) == 2:  # head's first build, beside the reference
-            raise worker.Failure(Category.OOM, "CUDA out of memory")
+            raise worker_model.Failure(Category.OOM, "CUDA out of memory")
         return real(spec, suite, code)
 
-    monkeypatch.setattr(worker, "Model", model)
+    monkeypatch.setattr(worker_model, "Model", model)
     notes: list[str] = []
-    m, ref = worker.build(spec, notes)
+    m, ref = worker_model.build(spec, notes)
     assert m.inputs[0].shape == (8, 8)
     assert ref is None and calls == [str(base), None, None]
     assert notes == ["no reference: this side's model did not fit the device beside it; this "
@@ -219,12 +219,12 @@ def test_a_model_that_does_not_fit_beside_the_reference_is_built_alone(
     def broken(spec, suite=None, code=None):  # type: ignore[no-untyped-def]
         calls.append(suite)
         if suite is None:
-            raise worker.Failure(Category.BUILD_ERROR, "head's own bug")
+            raise worker_model.Failure(Category.BUILD_ERROR, "head's own bug")
         return real(spec, suite, code)
 
-    monkeypatch.setattr(worker, "Model", broken)
-    with pytest.raises(worker.Failure) as e:
-        worker.build(spec, [])
+    monkeypatch.setattr(worker_model, "Model", broken)
+    with pytest.raises(worker_model.Failure) as e:
+        worker_model.build(spec, [])
     assert e.value.category is Category.BUILD_ERROR and calls == [str(base), None]
 
 

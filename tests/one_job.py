@@ -1,5 +1,5 @@
 """One job measured on its own, or one artifact verified: the loop of ``compiler/schedule.py``
-for a single (model, config), for tests, benchmarks and the nightly's own checks."""
+for a single (model, config), for tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -7,18 +7,11 @@ import sys
 from pathlib import Path
 
 from compilewatch.compiler import artifacts
+from compilewatch.compiler.job import JobRun, RunOptions, WarmCache
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.processes import Isolation, Launch, Launcher, worker_env
 from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
-from compilewatch.compiler.schedule import (
-    JobRun,
-    LoopSettings,
-    OnEvent,
-    RunOptions,
-    Side,
-    WarmCache,
-    measure,
-)
+from compilewatch.compiler.schedule import LoopSettings, OnEvent, SideJobs, measure_jobs
 from compilewatch.core.schema import ModelResult
 
 __all__ = ["JobRun", "RunOptions", "WarmCache", "run_job", "run_job_full", "verify_artifact"]
@@ -27,9 +20,9 @@ __all__ = ["JobRun", "RunOptions", "WarmCache", "run_job", "run_job_full", "veri
 def run_job_full(job: Job, opts: RunOptions, on_event: OnEvent = lambda _: None,
                  isolation: Isolation = "fork", compile_slots: int = 1) -> JobRun:
     """Measure one (model, config) with ``opts``: its result, and its artifact when asked."""
-    side = Side("run", [job], opts)
+    side = SideJobs("run", [job], opts)
     settings = LoopSettings(isolation=isolation, compile_slots=compile_slots)
-    return measure([side], settings, on_event)["run"][0]
+    return measure_jobs([side], settings, on_event)["run"][0]
 
 
 def run_job(job: Job, opts: RunOptions, isolation: Isolation = "fork") -> ModelResult:

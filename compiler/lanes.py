@@ -1,0 +1,175 @@
+"""The measuring loop's lanes: which queued process starts next, and on which cores.
+
+Two lanes: compile-only processes run in a pool of ``compile_slots``; timing processes run one
+at a time (the device lock). With ``overlap`` (a GPU run) the lanes run at once: the GPU times
+one model while the spare cores compile the next, timing processes start ahead (up to
+``timing_ahead``) and wait for the device lock themselves. Without it (a CPU run, where timing
+is on the CPU itself) nothing runs beside a timing process, and a task waits for the ones
+before it.
+
+The lanes know tasks, their priorities and their lane, never what a task measures: the rooms
+that queue them (``compiler/job.py``, ``compiler/pairing.py``) give each its priority.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from compilewatch.compiler import cpus
+from compilewatch.compiler.plan import Job
+
+# process kinds: a compile-only process, or a timing one (runs in the device lane)
+Kind = Literal["scan", "cold", "timing", "warm_start"]
+Ident = tuple[str, str, str]
+
+R = TypeVar("R")
+# each running task: whether it is in the timing lane, and its compile group
+Running = dict[Future[R], tuple[bool, tuple[int, ...]]]
+
+
+def ident(job: Job) -> Ident:
+    return job.suite.name, job.spec.name, job.config.slug
+
+
+@dataclass(order=True)
+class Task:
+    """One process to run: ordered by ``priority`` within its lane."""
+
+    priority: tuple[int, ...]
+    side: str = field(compare=False)
+    job: Job = field(compare=False)
+    kind: Kind = field(compare=False)
+    index: int = field(compare=False)
+    timing: bool = field(compare=False, default=False)  # in the timing lane (the device lock)
+    # which end of the free compile groups it takes (``cpus.CoreGroups.take``)
+    first_group: bool = field(compare=False, default=True)
+
+
+class Lanes:
+    """The two queues, what runs in each, and the compile slots' cores."""
+
+    def __init__(self, *, compile_slots: int, overlap: bool, timing_ahead: int,
+                 groups: cpus.CoreGroups | None = None) -> None:
+        self.compile_slots = compile_slots
+        self.overlap = overlap
+        self.timing_ahead = timing_ahead
+        # with overlap: each compile slot's cores, and the rest for timing processes' preparation
+        self.groups = groups
+        self.compile_queue: list[Task] = []
+        self.timing_queue: list[Task] = []
+        self.running_compiles = 0
+        self.running_timing = 0
+
+    def push(self, task: Task) -> None:
+        heapq.heappush(self.timing_queue if task.timing else self.compile_queue, task)
+
+    def drop(self, which: Callable[[Task], bool]) -> int:
+        """Remove the queued tasks ``which`` picks; how many."""
+        n = 0
+        for queue in (self.compile_queue, self.timing_queue):
+            dropped = [t for t in queue if which(t)]
+            for t in dropped:
+                queue.remove(t)
+            n += len(dropped)
+            heapq.heapify(queue)
+        return n
+
+    @staticmethod
+    def device_lock(root: Path, overlap: bool) -> str | None:
+        """The lock file timing processes take the device with, where lanes overlap."""
+        return str(root / "device.lock") if overlap else None
+
+    def compile_cpus(self, pin_cpus: tuple[int, ...], cores: tuple[int, ...] = ()
+                     ) -> tuple[int, ...]:
+        """Where a process prepares or compiles: off a pinned timing process's cores and their
+        SMT siblings, where lanes overlap; with core groups, its slot's group (``cores``) or
+        the rest (a timing process)."""
+        if not (self.overlap and pin_cpus):
+            return ()
+        if self.groups is not None:
+            return cores if cores else self.groups.rest
+        return cpus.others(pin_cpus)
+
+    def _can_start(self, timing: bool) -> bool:
+        if self.overlap:
+            if timing:
+                return self.running_timing < self.timing_ahead
+            return self.running_compiles < self.compile_slots
+        if self.running_timing:
+            return False
+        if timing:
+            return self.running_compiles == 0
+        return self.running_compiles < self.compile_slots
+
+    def next(self) -> Task | None:
+        """The next task to start, or None. Without overlap, a task waits for the ones
+        before it, and nothing starts beside a timing process."""
+        head = min(self.compile_queue + self.timing_queue, default=None,
+                   key=lambda t: t.priority)
+        if head is None:
+            return None
+        if not self.overlap:
+            if not self._can_start(head.timing):
+                return None
+            queue = self.timing_queue if head.timing else self.compile_queue
+            queue.remove(head)
+            heapq.heapify(queue)
+            return head
+        if self.timing_queue and self._can_start(True):
+            return heapq.heappop(self.timing_queue)
+        if self.compile_queue and self._can_start(False):
+            return heapq.heappop(self.compile_queue)
+        return None
+
+    def _started(self, task: Task) -> tuple[int, ...]:
+        """Count ``task`` as running; the compile group it runs on (none: every core)."""
+        if task.timing:
+            self.running_timing += 1
+            return ()
+        self.running_compiles += 1
+        if self.groups is not None:  # never more compiles than slots
+            return self.groups.take(task.first_group)
+        return ()
+
+    def _ended(self, timing: bool, cores: tuple[int, ...]) -> None:
+        if timing:
+            self.running_timing -= 1
+        else:
+            self.running_compiles -= 1
+        if cores and self.groups is not None:
+            self.groups.give(cores)
+
+    def drive(self, start: Callable[[Task, tuple[int, ...]], R], record: Callable[[R], None],
+              abort: Callable[[], None]) -> None:
+        """Run queued tasks until none is left: ``start(task, cores)`` on a thread of its own,
+        ``record`` with what it returned, on this thread (it may queue more). Stopped (Ctrl-C,
+        SIGTERM, a bug), ``abort`` kills the workers, or the pool would wait for them to finish
+        on their own, for as long as a hung model hangs."""
+        running: Running[R] = {}
+        slots = max(1, self.compile_slots) + max(1, self.timing_ahead)
+        with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="measure") as pool:
+            try:
+                while self.compile_queue or self.timing_queue or running:
+                    while (task := self.next()) is not None:
+                        cores = self._started(task)
+                        running[pool.submit(start, task, cores)] = (task.timing, cores)
+                    if not running:
+                        break
+                    self._collect(running, record)
+            except BaseException:
+                abort()
+                for fut in running:
+                    fut.cancel()
+                raise
+
+    def _collect(self, running: Running[R], record: Callable[[R], None]) -> None:
+        """Wait for a running task to end; record each that has."""
+        done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+        for fut in done:
+            self._ended(*running.pop(fut))
+            record(fut.result())
