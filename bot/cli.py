@@ -262,6 +262,32 @@ warm_cache_options = _stacked(
 )
 """``--warm-cache`` and its companions, shared by ``run`` and ``pr``."""
 
+shard_options = _stacked(
+    click.option("--shard", default=None, metavar="I/N",
+                 help="Measure only shard I of N (from 1): the jobs are split by their stored "
+                      "durations (longest first), else evenly by count; every shard computes "
+                      "the same split alone (docs/scale.md). Example: --shard 2/4."),
+    click.option("--group", default=None, metavar="ID",
+                 help="The shards' group, which `merge` and `post` join into one side. "
+                      "Default: the workflow run (GITHUB_RUN_ID-GITHUB_RUN_ATTEMPT), else one "
+                      "derived from the commits and N."),
+    click.option("--remote-cache", default=None, metavar="redis://HOST:PORT",
+                 help="Share Inductor's FX graph cache on Redis between runners, for warm "
+                      "compiles and timing processes only (cold compiles never read it)."),
+)
+"""``--shard``, ``--group`` and ``--remote-cache``, shared by ``run``, ``pr`` and ``nightly``."""
+
+
+def shard_options_from(kwargs: dict[str, Any]) -> dict[str, Any]:
+    from compilewatch.bot.shards.plan import parse_shard
+    from compilewatch.compiler.remotecache import parse
+
+    remote = kwargs.pop("remote_cache")
+    if remote is not None:
+        parse(remote)
+    return {"shard": parse_shard(kwargs.pop("shard"), kwargs.pop("group")),
+            "remote_cache": remote}
+
 
 @click.group(cls=_Main,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -313,6 +339,7 @@ def main() -> None:
               help="Exit 0 even when nothing was measured (every model skipped, e.g. "
                    "--device cuda without a GPU).")
 @warm_cache_options
+@shard_options
 @color_option
 @handle_errors
 def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
@@ -337,7 +364,7 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     from compilewatch.bot.run import fetch_before_letting_go
 
     req = RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
-                     allow_empty=allow_empty, **kwargs)
+                     allow_empty=allow_empty, **shard_options_from(kwargs), **kwargs)
     let_go_first(lambda: fetch_before_letting_go(req), keep_database=True)
     console = _console(stderr=True)
     with handed_over(req) as req:
@@ -380,6 +407,7 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Accept a run in which nothing was measured (every model skipped).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@shard_options
 @handle_errors
 def nightly_cmd(**kwargs: Any) -> None:
     """Measure the suites and build, verify and publish the portable compile-cache artifacts.
@@ -406,7 +434,8 @@ def nightly_cmd(**kwargs: Any) -> None:
         # measuring only (the workflow's measuring job): nothing here needs a credential; a
         # nightly that publishes keeps the key it signs with (docs/security.md)
         let_go_first(keep_database=True)
-    report = nightly_command(NightlyRequest(measure=measure, publish=publish, **kwargs))
+    report = nightly_command(NightlyRequest(measure=measure, publish=publish,
+                                            **shard_options_from(kwargs), **kwargs))
     if not measure.quiet:
         _print_nightly(report)
 
@@ -650,6 +679,41 @@ def runs_cmd(**kwargs: Any) -> None:
         click.echo(f"no stored run matches in {listing.db_url} ({listing.stored} runs stored)")
 
 
+@main.command("merge")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="The merged results file (from results files), or output directory (from "
+                   "`pr --shard` output directories).")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True,
+              help="Repository whose [tool.compilewatch] judges merged output directories.")
+@handle_errors
+def merge_cmd(inputs: tuple[Path, ...], out: Path, repo: Path) -> None:
+    """Join the shards of one group (`--shard I/N`) into one side.
+
+    INPUTS are the shards' results files, or their `pr --shard` output directories (then both
+    sides are merged and compared again into OUT/). A shard of the plan that is not among them,
+    or did not finish, is listed; compare marks its models insufficient data.
+
+    \b
+    Examples:
+      compilewatch merge shard-*/results.json --out merged.json
+      compilewatch merge out/shard-1 out/shard-2 out/shard-3 --out out/merged
+    """
+    from compilewatch.bot.shards.merge import merge_files, summary
+
+    if all(p.is_dir() for p in inputs):
+        from compilewatch.bot.compare import merge_outdirs
+
+        comparison = merge_outdirs(list(inputs), out, repo)
+        click.echo(f"merged {len(inputs)} output directories into {out}: "
+                   f"{comparison.headline.insufficient} model(s) with insufficient data")
+        return
+    if any(p.is_dir() for p in inputs):
+        raise UsageError("merge takes results files or output directories, not both")
+    click.echo(summary(merge_files(list(inputs), out)))
+
+
 @main.command("compare")
 @click.argument("base")
 @click.argument("head")
@@ -675,13 +739,15 @@ def compare_cmd(**kwargs: Any) -> None:
     """Compare BASE and HEAD (results files or run ids) and render verdicts per model.
 
     A run id may be shortened to a unique prefix of 6 or more characters (`compilewatch runs`
-    lists them). Exit status: 0 ok, 1 gating regression (with --fail-on-regression), 2 bad
-    input or a side in which nothing was measured.
+    lists them). A side may be a shard group's results files joined by commas: they are merged
+    (`compilewatch merge`). Exit status: 0 ok, 1 gating regression (with
+    --fail-on-regression), 2 bad input or a side in which nothing was measured.
 
     \b
     Example:
       compilewatch compare base.json head.json --format html --out report.html
       compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format table
+      compilewatch compare b1.json,b2.json h1.json,h2.json
     """
     from compilewatch.bot.compare import compare_command
     from compilewatch.bot.judge.verdicts import raise_on_gating, same_run_note
@@ -781,6 +847,7 @@ def baseline_update_cmd(**kwargs: Any) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Accept a side in which nothing was measured (every model skipped).")
 @warm_cache_options
+@shard_options
 @click.option("--quiet", "-q", is_flag=True, help="No summary table.")
 @color_option
 @handle_errors
@@ -809,7 +876,8 @@ def pr_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.credentials import check_database
     from compilewatch.bot.pr import fetch_before_letting_go
 
-    req = PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs)
+    req = PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
+                    **shard_options_from(kwargs), **kwargs)
     check_database(req.db_url, req.no_db)
     let_go_first(lambda: fetch_before_letting_go(req))
     with handed_over(req) as req:
@@ -865,7 +933,8 @@ def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
 
 
 @main.command("post")
-@click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("outdir", nargs=-1, required=True,
+                type=click.Path(file_okay=False, path_type=Path))
 @click.option("--repo", required=True, help="OWNER/NAME of the repository to post to.")
 @click.option("--pr", type=click.IntRange(min=1), default=None,
               help="Pull request number. Default: the open PR whose head is --sha.")
@@ -909,13 +978,16 @@ def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
 def post_cmd(use_check: bool, **kwargs: Any) -> None:
     """Post the comparison of a `compilewatch pr` output directory to a pull request.
 
-    OUTDIR is untrusted data: base.json and head.json are validated strictly and the comment is
+    Several OUTDIRs are the shards of one group (`pr --shard I/N`), merged per side first; a
+    shard that sent nothing marks its models insufficient data. OUTDIR is untrusted data:
+    base.json and head.json are validated strictly and the comment is
     rendered again here; nothing the measuring job wrote is posted as is. One comment per PR is
     edited in place; the verdict goes to a check run (failure on a gating regression).
 
     \b
     Example:
       compilewatch post out/ --repo acme/models --pr 42 --sha "$HEAD_SHA"
+      compilewatch post shards/*/ --repo acme/models --sha "$HEAD_SHA"
     """
     from compilewatch.bot.post import post_command
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,9 @@ from compilewatch.bot.judge.project import compare_with_project, noise_bands
 from compilewatch.bot.outdir import DIAGNOSTICS, FILE_LIMITS, REQUIRED
 from compilewatch.bot.render.formats import MARKER, render
 from compilewatch.bot.render.neutralise import neutralise
+from compilewatch.bot.shards.merge import merge_if_sharded
 from compilewatch.core.errors import GitHubError, ResultsFileError, UsageError
-from compilewatch.core.schema import RunResults, load_results
+from compilewatch.core.schema import MAX_SHARDS, RunResults, load_results
 from compilewatch.db import store_runs
 
 _SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
@@ -112,6 +113,18 @@ def validate_outdir(outdir: Path) -> tuple[RunResults, RunResults]:
     return load_results(outdir / "base.json"), load_results(outdir / "head.json")
 
 
+def validate_outdirs(outdirs: Path | Sequence[Path]) -> tuple[RunResults, RunResults]:
+    """One output directory, or one per shard of a group (``pr --shard``): each checked as
+    above, then each side's shards merged (a shard that sent nothing is insufficient data)."""
+    dirs = [outdirs] if isinstance(outdirs, Path | str) else list(outdirs)
+    if not 1 <= len(dirs) <= MAX_SHARDS:
+        raise UsageError(f"post takes 1 to {MAX_SHARDS} output directories, not {len(dirs)}")
+    if len(dirs) == 1:
+        return validate_outdir(Path(dirs[0]))
+    pairs = [validate_outdir(Path(d)) for d in dirs]
+    return merge_if_sharded([b for b, _ in pairs]), merge_if_sharded([h for _, h in pairs])
+
+
 def _check_target(repo: str, pr: int | None, sha: str, head: RunResults) -> None:
     """The PR and commit come from the trusted event; the artifact must agree with them."""
     if not _REPO.match(repo):
@@ -146,7 +159,7 @@ def find_pull_request(repository: Repository, sha: str, head_label: str | None) 
     return numbers[0]
 
 
-def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
+def render_outdir(outdir: Path | Sequence[Path], *, repo: str, pr: int | None, sha: str,
                   report_url: str | None = None, trends_url: str | None = None,
                   config_dir: Path | None = None, db_url: str | None = None,
                   render: Renderer | None = None) -> tuple[RunResults, RunResults, Rendered]:
@@ -154,7 +167,7 @@ def render_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
     for option, url in (("--report-url", report_url), ("--trends-url", trends_url)):
         if url is not None and not _URL.match(url):
             raise UsageError(f"{option} {url[:80]!r}: expected an http(s) URL")
-    base, head = validate_outdir(outdir)
+    base, head = validate_outdirs(outdir)
     _check_target(repo, pr, sha, head)
     out = (render or functools.partial(trusted_render, trends_url=trends_url,
                                        config_dir=config_dir, db_url=db_url))(
@@ -170,7 +183,7 @@ def _ingest(db_url: str, runs: tuple[RunResults, RunResults]) -> None:
         "settings": r.settings.model_copy(update={"trigger": "pr"})}) for r in runs))
 
 
-def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
+def post_outdir(outdir: Path | Sequence[Path], *, repo: str, pr: int | None, sha: str,
                 credentials: Credentials | None, head_label: str | None = None,
                 github_url: str | None = None,
                 policy: RetryPolicy = DEFAULT_POLICY, only_if_changed: bool = False,
@@ -215,8 +228,9 @@ def post_outdir(outdir: Path, *, repo: str, pr: int | None, sha: str,
     return PostReport(rendered, comment, check, ingested)
 
 
-def post_command(*, outdir: Path, token_env: str, app_id: int | None, app_key_file: Path | None,
-                 installation_id: int | None, retries: int, retry_backoff: float, dry_run: bool,
+def post_command(*, outdir: Path | Sequence[Path], token_env: str, app_id: int | None,
+                 app_key_file: Path | None, installation_id: int | None, retries: int,
+                 retry_backoff: float, dry_run: bool,
                  **options: Any) -> PostReport:
     """The CLI's ``post``: credentials from the environment; the CLI prints the outcome."""
     credentials = None if dry_run else credentials_from(

@@ -18,7 +18,7 @@ ALLOWED = {
     "db": {"core"},
     "bot": {"core", "suites", "compiler", "db", "templates"},
 }
-ROOMS = {"judge", "render", "github", "history", "checkout", "cache"}
+ROOMS = {"judge", "render", "github", "history", "checkout", "cache", "shards"}
 # what each room of bot may import (besides itself and the layers below bot)
 ROOM_ALLOWED = {
     "judge": set(),
@@ -27,6 +27,7 @@ ROOM_ALLOWED = {
     "checkout": set(),
     "history": {"render", "judge"},
     "cache": {"github"},
+    "shards": set(),
 }
 
 
