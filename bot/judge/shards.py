@@ -45,7 +45,8 @@ def insufficient(base: RunResults, head: RunResults
     b, h = gaps(base), gaps(head)
     rows = []
     for ident in sorted(b.keys() | h.keys()):
-        reasons = [f"base: {b[ident]}"] * (ident in b) + [f"head: {h[ident]}"] * (ident in h)
+        reasons = [f"{side}: {why[ident]}" for side, why in (("base", b), ("head", h))
+                   if ident in why]
         rows.append(Insufficient(suite=ident[0], model=ident[1], config=ident[2],
                                  reason="; ".join(reasons)))
     return rows, b.keys() | h.keys()
