@@ -691,17 +691,24 @@ def runs_cmd(**kwargs: Any) -> None:
 def merge_cmd(inputs: tuple[Path, ...], out: Path, repo: Path) -> None:
     """Join the shards of one group (`--shard I/N`) into one side.
 
-    INPUTS are the shards' results files, or their `pr --shard` output directories (then both
-    sides are merged and compared again into OUT/). A shard of the plan that is not among them,
+    INPUTS are the shards' results files, their `pr --shard` output directories (then both
+    sides are merged and compared again into OUT/), or their `nightly --shard` output folders
+    (then OUT/ holds the merged results.json and every shard's cache artifacts under one
+    manifest, for `nightly --publish-only`). A shard of the plan that is not among them,
     or did not finish, is listed; compare marks its models insufficient data.
 
     \b
     Examples:
       compilewatch merge shard-*/results.json --out merged.json
       compilewatch merge out/shard-1 out/shard-2 out/shard-3 --out out/merged
+      compilewatch merge nightly-shard-*/ --out nightly
     """
     from compilewatch.bot.shards.merge import merge_files, summary
+    from compilewatch.bot.shards.nightly import is_nightly_out, merge_nightly
 
+    if all(p.is_dir() and is_nightly_out(p) for p in inputs):
+        click.echo(summary(merge_nightly(list(inputs), out)))
+        return
     if all(p.is_dir() for p in inputs):
         from compilewatch.bot.compare import merge_outdirs
 

@@ -173,7 +173,9 @@ def test_the_comment_workflow_posts_a_comment_and_a_check(runner: Runner, fake: 
     and is found by its head label."""
     step = run_step("compilewatch-comment.yml", "comment", "compilewatch post")
     (tmp_path / "temp").mkdir()
-    write_outdir(tmp_path / "temp").rename(tmp_path / "temp" / "compilewatch-out")
+    (tmp_path / "temp" / "compilewatch-out").mkdir()  # one folder per shard's artifact
+    write_outdir(tmp_path / "temp").rename(
+        tmp_path / "temp" / "compilewatch-out" / "compilewatch-out-shard-1")
     config = tmp_path / "workspace" / "trusted-config"
     config.mkdir(parents=True)
     (config / "pyproject.toml").write_text('[project]\nname = "models"\n[tool.compilewatch]\n')
