@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from compilewatch.bot.diagnostics import relink
@@ -35,6 +36,10 @@ def merge_outdirs(dirs: list[Path], out: Path, repo: Path = Path(".")) -> Compar
                        "comment.md": render(comparison, "markdown"),
                        "report.html": render(comparison, "html")}.items():
         write_atomic(out / name, text)
+    for d in dirs:  # each model's files are under names of their own: the trees never clash
+        kept = d / "diagnostics"
+        if kept.is_dir() and not kept.is_symlink():
+            shutil.copytree(kept, out / "diagnostics", symlinks=True, dirs_exist_ok=True)
     return comparison
 
 

@@ -3,6 +3,7 @@ comparison: its models are insufficient data, never a pass, never a gating failu
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,18 @@ def test_post_merges_the_shards_output_directories(tmp_path: Path) -> None:
     assert c.headline.insufficient == len(base.shards.plan[2])
     assert sorted(p.name for p in (tmp_path / "merged").iterdir()) == [
         "base.json", "comment.md", "comparison.json", "head.json", "report.html"]
+
+
+def test_a_hostile_shards_record_is_refused(tmp_path: Path) -> None:
+    """The record crosses from the untrusted job like the rest of the file."""
+    from compilewatch.core.schema import load_results
+
+    run = group("head")[0]
+    data = run.model_dump(mode="json")
+    for bad, needle in [({"index": 5}, "not below count"), ({"plan": [[]]}, "plan holds 1"),
+                        ({"group": "x y"}, "group"), ({"count": 10_000}, "count"),
+                        ({"plan": [["../../etc"], [], []]}, "plan")]:
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps({**data, "shards": {**data["shards"], **bad}}))
+        with pytest.raises(ResultsFileError, match=needle):
+            load_results(path)
