@@ -15,7 +15,7 @@ from compilewatch.bot.render.formats import render
 from compilewatch.bot.shards.merge import merge_files, merge_runs
 from compilewatch.bot.shards.plan import ShardOptions, plan, record
 from compilewatch.core.errors import ResultsFileError
-from compilewatch.core.schema import RunResults, dumps_results, save_results
+from compilewatch.core.schema import RunResults, dumps_results, load_results, save_results
 from compilewatch.db.durations import ident_of
 from tests.factories import model_result, run_results
 
@@ -168,3 +168,22 @@ def test_a_hostile_shards_record_is_refused(tmp_path: Path) -> None:
         path.write_text(json.dumps({**data, "shards": {**data["shards"], **bad}}))
         with pytest.raises(ResultsFileError, match=needle):
             load_results(path)
+
+
+def test_the_merge_command(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from compilewatch.bot.cli import main
+
+    files = []
+    for k, run in enumerate(group("head")[:2]):
+        files.append(str(tmp_path / f"h{k}.json"))
+        save_results(run, files[-1])
+    out = tmp_path / "head.json"
+    result = CliRunner().invoke(main, ["merge", *files, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "shard 3/3: missing" in result.output
+    assert "from 2 of 3 finished shard(s)" in result.output
+    assert load_results(out).shards.runs[2].state == "missing"
+    both = CliRunner().invoke(main, ["merge", files[0], str(tmp_path), "--out", str(out)])
+    assert both.exit_code == 2 and "not both" in both.output
