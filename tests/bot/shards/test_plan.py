@@ -95,3 +95,24 @@ def test_the_group_is_the_workflow_run() -> None:
     local = default_group({}, "abc", "def", "4")
     assert local.startswith("local-") and local == default_group({}, "abc", "def", "4")
     assert local != default_group({}, "abc", "def", "8")
+
+
+def test_a_shard_keeps_its_jobs_and_stamps_its_results(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from compilewatch.bot.shards.select import (
+        ShardPlan,
+        empty_shard,
+        stamped,
+        stored_durations,
+    )
+    from tests.factories import run_results
+
+    assert stored_durations(f"sqlite:///{tmp_path / 'none.db'}", "g") == {}  # nothing yet
+    assert not (tmp_path / "none.db").exists()  # and nothing created
+    shards, by = plan(["micro/a/cpu", "micro/b/cpu"], 3, {})
+    sp = ShardPlan(ShardOptions(index=2, count=3, group="g"), "g", shards, by)
+    run = run_results([])
+    assert stamped(None, run) is run
+    rec = stamped(sp, run).shards
+    assert rec is not None and (rec.index, rec.count, rec.group) == (2, 3, "g")
+    assert rec.runs[0].state == "finished" and rec.runs[0].runner
+    assert empty_shard(stamped(sp, run))  # more shards than jobs: the third measures nothing
