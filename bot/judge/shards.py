@@ -64,3 +64,22 @@ def shard_lines(base: RunResults, head: RunResults) -> list[ShardLine]:
                                    runner=r.runner, wall_s=r.wall_s, models=r.models,
                                    group=sh.group, balanced_by=sh.balanced_by))
     return lines
+
+
+def shard_notes(base: RunResults, head: RunResults) -> list[str]:
+    """One note per shard of a side that is missing or did not finish: every renderer (the
+    terminal table and the HTML report too) shows notes."""
+    notes = []
+    for side, run in (("base", base), ("head", head)):
+        sh = run.shards
+        if sh is None:
+            continue
+        states = ({sh.index: "finished" if run.finished_at else "unfinished"}
+                  if sh.index is not None else {r.index: r.state for r in sh.runs})
+        for index, state in sorted(states.items()):
+            if state != "finished":
+                what = "never reported" if state == "missing" else "did not finish"
+                notes.append(f"{side}: shard {index + 1}/{sh.count} of group {sh.group} {what}; "
+                             f"the models it was to measure and did not are insufficient data "
+                             f"(neither judged nor gating)")
+    return notes

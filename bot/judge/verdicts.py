@@ -28,7 +28,7 @@ from compilewatch.bot.judge.comparison import (
     Verdict,
 )
 from compilewatch.bot.judge.host import HostNoise, Unit, host_noise, steady_state_units
-from compilewatch.bot.judge.shards import insufficient, shard_lines
+from compilewatch.bot.judge.shards import insufficient, shard_lines, shard_notes
 from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
 from compilewatch.compiler import unchanged
@@ -575,6 +575,7 @@ def compare(base: RunResults, head: RunResults, *,
                      "differences may come from the environment, not the change")
     notes += code_notes(base, head)
     missing, gap = insufficient(base, head)
+    notes += shard_notes(base, head)
     for name, run in (("base", base), ("head", head)):
         if run.finished_at is None and run.shards is None:  # a killed run's checkpoint
             notes.append(f"the {name} run did not finish: it holds the {len(run.results)} "

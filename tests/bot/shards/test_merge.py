@@ -76,7 +76,8 @@ def test_a_missing_shard_is_insufficient_data_not_a_pass_nor_a_gate() -> None:
     assert {r.model for r in c.rows} == set(MODELS) - lost
     md = render(c, "markdown")
     assert "2 insufficient data" in md and "### Insufficient data (2)" in md
-    assert md.count("never reported") == 2
+    assert md.count("never reported") == 3  # the note, and each model's reason
+    assert any(n.startswith("head: shard 2/3 of group gh-9-1 never reported") for n in c.notes)
     assert "| head | 2/3 | missing | — |" in md
     assert "| base | 1/3 | finished |" in md
 
