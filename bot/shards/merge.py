@@ -5,13 +5,14 @@ their models "insufficient data" (``bot/judge/shards.py``), never a silent pass.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from compilewatch.core.errors import ResultsFileError
 from compilewatch.core.schema import (
     MAX_FILE_SAMPLES,
     MAX_MODELS,
+    ModelResult,
     RunResults,
     Sharding,
     ShardRun,
@@ -20,8 +21,9 @@ from compilewatch.core.schema import (
 )
 
 
-def _agree(runs: Sequence[RunResults], what: str, value: object, of: str) -> None:
-    values = {repr(value(r)) for r in runs}  # type: ignore[operator]
+def _agree(runs: Sequence[RunResults], what: str, value: Callable[[RunResults], object],
+           of: str) -> None:
+    values = {repr(value(r)) for r in runs}
     if len(values) > 1:
         raise ResultsFileError(f"the shards disagree on {what} ({', '.join(sorted(values))}): "
                                f"they are not one {of}")
@@ -36,9 +38,9 @@ def check_group(runs: Sequence[RunResults]) -> Sharding:
         raise ResultsFileError(f"run {loose[0]} is not a shard (no shards.index): merge takes "
                                "the results of `--shard I/N` runs")
     shards = [r.shards for r in runs if r.shards is not None]
-    _agree(runs, "the group", lambda r: r.shards.group, "group")
-    _agree(runs, "the shard count", lambda r: r.shards.count, "group")
-    _agree(runs, "the plan", lambda r: r.shards.plan, "group")
+    _agree(runs, "the group", lambda r: r.shards and r.shards.group, "group")
+    _agree(runs, "the shard count", lambda r: r.shards and r.shards.count, "group")
+    _agree(runs, "the plan", lambda r: r.shards and r.shards.plan, "group")
     _agree(runs, "the side", lambda r: r.settings.side, "side")
     _agree(runs, "the commit", lambda r: r.git.commit, "side")
     indexes = [s.index for s in shards]
@@ -78,7 +80,7 @@ def merge_runs(runs: Sequence[RunResults]) -> RunResults:
                            balanced_by=first.balanced_by, plan=first.plan, runs=states)})
 
 
-def _check_size(results: list) -> None:  # type: ignore[type-arg]
+def _check_size(results: list[ModelResult]) -> None:
     """A group is bounded like one file: what compare costs must not grow with the shards."""
     if len(results) > MAX_MODELS:
         raise ResultsFileError(f"the shards hold {len(results)} results together, over the "
