@@ -271,6 +271,10 @@ shard_options = _stacked(
                  help="The shards' group, which `merge` and `post` join into one side. "
                       "Default: the workflow run (GITHUB_RUN_ID-GITHUB_RUN_ATTEMPT), else one "
                       "derived from the commits and N."),
+    click.option("--shard-durations", "shard_durations", multiple=True, metavar="RESULTS",
+                 help="Plan the split from these results files' durations (e.g. the "
+                      "nightly's results.json) instead of the database: for runners without "
+                      "one. Repeatable."),
     click.option("--remote-cache", default=None, metavar="redis://HOST:PORT",
                  help="Share Inductor's FX graph cache on Redis between runners, for warm "
                       "compiles and timing processes only (cold compiles never read it)."),
@@ -285,7 +289,8 @@ def shard_options_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     remote = kwargs.pop("remote_cache")
     if remote is not None:
         parse(remote)
-    return {"shard": parse_shard(kwargs.pop("shard"), kwargs.pop("group")),
+    return {"shard": parse_shard(kwargs.pop("shard"), kwargs.pop("group"),
+                                 tuple(kwargs.pop("shard_durations"))),
             "remote_cache": remote}
 
 

@@ -34,17 +34,21 @@ class ShardOptions:
     index: int = 0  # from 0
     count: int = 0
     group: str | None = None
+    # results files whose durations plan the split instead of the database (a runner without
+    # one: a PR's, with the nightly's results.json)
+    durations: tuple[str, ...] = ()
 
     @property
     def on(self) -> bool:
         return self.count > 0
 
 
-def parse_shard(text: str | None, group: str | None = None) -> ShardOptions:
+def parse_shard(text: str | None, group: str | None = None,
+                durations: tuple[str, ...] = ()) -> ShardOptions:
     """``"2/4"`` -> the second of four shards (index 1)."""
     if text is None:
-        if group is not None:
-            raise UsageError("--group needs --shard I/N")
+        if group is not None or durations:
+            raise UsageError("--group and --shard-durations need --shard I/N")
         return ShardOptions()
     m = _SHARD.match(text.strip())
     if not m:
@@ -54,7 +58,7 @@ def parse_shard(text: str | None, group: str | None = None) -> ShardOptions:
         raise UsageError(f"--shard {text}: I must be 1..N and N at most {MAX_SHARDS}")
     if group is not None and not _GROUP.match(group):
         raise UsageError(f"--group {group[:80]!r}: 1-128 letters, digits, '.', '_' or '-'")
-    return ShardOptions(index=i - 1, count=n, group=group)
+    return ShardOptions(index=i - 1, count=n, group=group, durations=tuple(durations))
 
 
 def default_group(environ: Mapping[str, str] | None = None, *parts: str) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from compilewatch.bot.shards.plan import ShardOptions, default_group, plan, record
 from compilewatch.compiler.plan import Job
-from compilewatch.core.schema import RunResults
+from compilewatch.core.schema import RunResults, load_results
 from compilewatch.db import connect, model_durations
 from compilewatch.db.durations import ident_of
 from compilewatch.db.engine import resolve_url, sqlite_file
@@ -58,6 +58,17 @@ class ShardPlan:
         return results.model_copy(update={"shards": rec})
 
 
+def file_durations(paths: Iterable[str]) -> dict[str, float]:
+    """``suite/model/config`` -> ``duration_s`` from results files (strictly validated; the
+    last file that has a job wins), for a runner that has no database."""
+    out: dict[str, float] = {}
+    for path in paths:
+        for r in load_results(path).results:
+            if r.duration_s > 0:
+                out[ident_of(r.suite, r.model, r.config.slug)] = r.duration_s
+    return out
+
+
 def plan_shard(opts: ShardOptions, jobs: Iterable[Sequence[Job]], *, db_url: str | None,
                no_db: bool = False, group_parts: Sequence[str] = ()) -> ShardPlan | None:
     """The group's plan over the union of ``jobs`` (one list per side: a model a change adds is
@@ -66,7 +77,8 @@ def plan_shard(opts: ShardOptions, jobs: Iterable[Sequence[Job]], *, db_url: str
         return None
     group = opts.group or default_group(None, *group_parts, str(opts.count))
     idents = {job_ident(j) for side in jobs for j in side}
-    durations = {} if no_db else stored_durations(db_url, group)
+    durations = file_durations(opts.durations) if opts.durations \
+        else {} if no_db else stored_durations(db_url, group)
     shards, by = plan(idents, opts.count, durations)
     return ShardPlan(opts, group, shards, by)
 

@@ -33,8 +33,10 @@ def test_parse_shard() -> None:
             parse_shard(bad)
     with pytest.raises(UsageError, match="--group"):
         parse_shard("1/2", "no spaces")
-    with pytest.raises(UsageError, match="needs --shard"):
+    with pytest.raises(UsageError, match="need --shard"):
         parse_shard(None, "g")
+    with pytest.raises(UsageError, match="need --shard"):
+        parse_shard(None, None, ("results.json",))
 
 
 def test_the_plan_is_the_same_in_every_shard_whatever_the_order() -> None:
@@ -116,3 +118,18 @@ def test_a_shard_keeps_its_jobs_and_stamps_its_results(tmp_path) -> None:  # typ
     assert rec is not None and (rec.index, rec.count, rec.group) == (2, 3, "g")
     assert rec.runs[0].state == "finished" and rec.runs[0].runner
     assert empty_shard(stamped(sp, run))  # more shards than jobs: the third measures nothing
+
+
+def test_a_runner_without_a_database_plans_from_a_results_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from compilewatch.bot.shards.select import file_durations
+    from compilewatch.core.schema import save_results
+    from tests.factories import model_result, run_results
+
+    run = run_results([model_result(m).model_copy(update={"duration_s": d})
+                       for m, d in (("a", 30.0), ("b", 10.0), ("c", 10.0), ("d", 10.0))])
+    save_results(run, tmp_path / "nightly.json")
+    durations = file_durations([str(tmp_path / "nightly.json")])
+    slug = run.results[0].config.slug
+    assert durations[f"micro/a/{slug}"] == 30.0
+    shards, by = plan(durations, 2, durations)
+    assert by == "duration" and shards[0] == [f"micro/a/{slug}"]  # 30 s against 3 x 10 s
