@@ -46,7 +46,9 @@ def _compile(phase: str, scale: float, cache: Path) -> dict[str, int]:
 
 @pytest.fixture
 def server():  # type: ignore[no-untyped-def]
-    """The machine's Redis; the keys this test adds are removed after it."""
+    """The machine's Redis; the keys this test adds are removed after it. Inductor names its
+    keys ``pt2:fx-graph-v1::<key>:c<version>`` and takes no prefix, so the test's graphs are its
+    own instead (a constant of this test in them: keys no other test or run can have)."""
     client = redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=2)
     try:
         client.ping()
