@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +13,36 @@ from compilewatch.bot.judge.project import compare_with_project
 from compilewatch.bot.measure.outcome import check_something_measured
 from compilewatch.bot.render.diagnostics import relink
 from compilewatch.bot.render.formats import Format, render
+from compilewatch.bot.shards.merge import merge_if_sharded
 from compilewatch.core.files import write_atomic
+from compilewatch.core.schema import RunResults, dumps_results, load_results
+
+
+def load_sides(spec: str, db_url: str | None) -> RunResults:
+    """A side: a results file or a run id, or a shard group's files joined by commas (merged;
+    a shard missing from them marks its models insufficient data)."""
+    parts = [p for p in spec.split(",") if p]
+    return merge_if_sharded([load_side(p, db_url) for p in parts or [spec]])
+
+
+def merge_outdirs(dirs: list[Path], out: Path, repo: Path = Path(".")) -> Comparison:
+    """``compilewatch merge`` of ``pr --shard`` output directories: base.json and head.json of
+    every shard merged per side, compared again, and written as one output directory."""
+    runs = {s: merge_if_sharded([load_results(d / f"{s}.json") for d in dirs])
+            for s in ("base", "head")}
+    comparison = compare_with_project(runs["base"], runs["head"], repo, None)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in {"base.json": dumps_results(runs["base"]),
+                       "head.json": dumps_results(runs["head"]),
+                       "comparison.json": render(comparison, "json"),
+                       "comment.md": render(comparison, "markdown"),
+                       "report.html": render(comparison, "html")}.items():
+        write_atomic(out / name, text)
+    for d in dirs:  # each model's files are under names of their own: the trees never clash
+        kept = d / "diagnostics"
+        if kept.is_dir() and not kept.is_symlink():
+            shutil.copytree(kept, out / "diagnostics", symlinks=True, dirs_exist_ok=True)
+    return comparison
 
 
 @dataclass(frozen=True)
@@ -35,7 +65,7 @@ def compare_command(req: CompareRequest) -> tuple[Comparison, str]:
     rendering is written to ``req.out`` when given (the CLI prints it otherwise, and raises on
     a gating regression after either, so CI keeps the report)."""
     base, head, out, db_url = req.base, req.head, req.out, req.db_url
-    sides = {"base": load_side(base, db_url), "head": load_side(head, db_url)}
+    sides = {"base": load_sides(base, db_url), "head": load_sides(head, db_url)}
     for name, side in sides.items():
         check_something_measured(side, req.allow_empty, label=name)
     comparison = compare_with_project(sides["base"], sides["head"], req.repo,

@@ -43,7 +43,10 @@ from compilewatch.bot.measure.harness import (
 )
 from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
+from compilewatch.bot.shards.plan import ShardOptions
+from compilewatch.bot.shards.select import empty_shard, plan_shard, stamped
 from compilewatch.compiler import artifacts as art
+from compilewatch.compiler import remotecache
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.core import signing
@@ -94,6 +97,8 @@ class NightlyRequest:
     python: str = sys.executable
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     publish: PublishOptions = field(default_factory=PublishOptions)
+    shard: ShardOptions = field(default_factory=ShardOptions)  # --shard I/N, --group
+    remote_cache: str | None = None  # redis://HOST:PORT for warm compiles and timing
 
 
 def measure_nightly(req: NightlyRequest, measuring: Measuring,
@@ -106,19 +111,22 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
     jobs = plan_jobs(suites, device=req.measure.device, models=req.models)
+    git = gitutil.head_info(req.repo)
+    shard = plan_shard(req.shard, [jobs], db_url=req.db_url, no_db=req.no_db,
+                       group_parts=(str(git.get("commit")),))
+    jobs = shard.keep(jobs) if shard is not None else jobs
     env = collect_environment(req.python)
     opts = measuring.run_options(req.python, artifact_dir=out / "artifacts",
                                    diagnostics_dir=out / "diagnostics", diagnostics_base=out,
-                                   code=code)
+                                   code=code, extra_env=remotecache.worker_env(req.remote_cache))
     started, run_id = now(), uuid.uuid4().hex
-    git = gitutil.head_info(req.repo)
     host = host_check(req.measure.device, req.python)
 
     def results_of(models: list[ModelResult], finished: bool) -> RunResults:
-        return build_results(models, env=env, git=git, sources=sources, options=measuring,
-                             started=started, trigger="nightly", run_id=run_id, host=host,
-                             finished=finished,
-                             code=code_record(code, modules_of(suites), models))
+        return stamped(shard, build_results(
+            models, env=env, git=git, sources=sources, options=measuring, started=started,
+            trigger="nightly", run_id=run_id, host=host, finished=finished,
+            code=code_record(code, modules_of(suites), models)))
 
     def write(done: list[JobRun], finished: bool) -> tuple[RunResults, art.Manifest]:
         """The results file and the manifest; also after each model (``finished=False``), so a
@@ -149,7 +157,8 @@ def nightly_command(req: NightlyRequest, *, progress: OnProgress | None = None
     if measuring is not None:
         results, man, runs = measure_nightly(req, measuring, progress)
         check_own_code(results)
-        check_something_measured(results, req.allow_empty)  # before storing or publishing
+        # before storing or publishing
+        check_something_measured(results, req.allow_empty or empty_shard(results))
         if not req.no_db:
             from compilewatch.db import store_runs
 

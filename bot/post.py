@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +34,9 @@ from compilewatch.bot.history.noise import noise_bands
 from compilewatch.bot.judge.project import compare_with_project
 from compilewatch.bot.render.formats import MARKER, render
 from compilewatch.bot.render.neutralise import neutralise
+from compilewatch.bot.shards.merge import merge_if_sharded
 from compilewatch.core.errors import GitHubError, ResultsFileError, UsageError
-from compilewatch.core.schema import RunResults, load_results
+from compilewatch.core.schema import MAX_SHARDS, RunResults, load_results
 from compilewatch.db import store_runs
 
 _SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
@@ -71,7 +72,7 @@ class PostRequest:
     (``pr`` None: the open PR whose head is ``sha``, narrowed by ``head_label``), with how the
     comment is judged and linked and how the verdict is reported."""
 
-    outdir: Path
+    outdir: Path | Sequence[Path]  # several: the shards of one group, merged per side
     repo: str
     sha: str
     pr: int | None = None
@@ -148,6 +149,18 @@ def validate_outdir(outdir: Path) -> tuple[RunResults, RunResults]:
     return load_results(outdir / "base.json"), load_results(outdir / "head.json")
 
 
+def validate_outdirs(outdirs: Path | Sequence[Path]) -> tuple[RunResults, RunResults]:
+    """One output directory, or one per shard of a group (``pr --shard``): each checked as
+    above, then each side's shards merged (a shard that sent nothing is insufficient data)."""
+    dirs = [outdirs] if isinstance(outdirs, Path | str) else list(outdirs)
+    if not 1 <= len(dirs) <= MAX_SHARDS:
+        raise UsageError(f"post takes 1 to {MAX_SHARDS} output directories, not {len(dirs)}")
+    if len(dirs) == 1:
+        return validate_outdir(Path(dirs[0]))
+    pairs = [validate_outdir(Path(d)) for d in dirs]
+    return merge_if_sharded([b for b, _ in pairs]), merge_if_sharded([h for _, h in pairs])
+
+
 def _check_target(repo: str, pr: int | None, sha: str, head: RunResults) -> None:
     """The PR and commit come from the trusted event; the artifact must agree with them."""
     if not _REPO.match(repo):
@@ -188,7 +201,7 @@ def render_outdir(req: PostRequest, render: Renderer | None = None
     for option, url in (("--report-url", req.report_url), ("--trends-url", req.trends_url)):
         if url is not None and not _URL.match(url):
             raise UsageError(f"{option} {url[:80]!r}: expected an http(s) URL")
-    base, head = validate_outdir(req.outdir)
+    base, head = validate_outdirs(req.outdir)
     _check_target(req.repo, req.pr, req.sha, head)
     out = (render or functools.partial(trusted_render, trends_url=req.trends_url,
                                        config_dir=req.config_dir, db_url=req.db_url))(

@@ -52,6 +52,9 @@ from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
 from compilewatch.bot.render import diagnostics
 from compilewatch.bot.render.formats import render
+from compilewatch.bot.shards.plan import ShardOptions
+from compilewatch.bot.shards.select import empty_shard, plan_shard, stamped
+from compilewatch.compiler import remotecache
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import JobRun, SideJobs
@@ -222,6 +225,8 @@ class PrRequest:
     report_url: str | None = None
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     warm_cache: WarmCacheOptions = field(default_factory=WarmCacheOptions)
+    shard: ShardOptions = field(default_factory=ShardOptions)  # --shard I/N, --group
+    remote_cache: str | None = None  # redis://HOST:PORT for warm compiles and timing
 
 
 Measure = Callable[..., dict[str, list[JobRun]]]
@@ -284,22 +289,29 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, E
                                       python=pythons[s], code=codes[s]) for s in SIDES}
             plans = {s: _planned(s, f) for s, f in futures.items()}
         check_models_matched(plans.values(), req.models)
+        # one plan over both sides' jobs: a model the change adds lands in one shard too
+        shard = plan_shard(req.shard, [plans[s].jobs for s in SIDES], db_url=req.db_url,
+                           no_db=req.no_db, group_parts=(refs.base, refs.head))
+        if shard is not None:
+            plans = {s: SidePlan(p.sources, shard.keep(p.jobs), p.suites)
+                     for s, p in plans.items()}
         changed = changed_files(req.repo, refs, trees)
         sides = [SideJobs(s, plans[s].jobs, measuring.run_options(
             pythons[s], warm_cache=warm[pythons[s]],
             diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage,
-            watch_root=trees[s], home_root=req.repo.resolve(), code=codes[s]))
+            watch_root=trees[s], home_root=req.repo.resolve(), code=codes[s],
+            extra_env=remotecache.worker_env(req.remote_cache)))
                  for s in SIDES]
         def results_of(done: dict[str, list[JobRun]], finished: bool = True
                        ) -> dict[SideName, RunResults]:
             out = {}
             for s in SIDES:
                 models = [j.result for j in done.get(s, [])]
-                out[s] = build_results(
+                out[s] = stamped(shard, build_results(
                     models, env=envs[pythons[s]], git=_git(refs, s, req.repo),
                     sources=_display(plans[s].sources, trees[s]), options=measuring,
                     started=started, trigger="pr", side=s, host=host, finished=finished,
-                    code=code_record(codes[s], modules_of(plans[s].suites), models))
+                    code=code_record(codes[s], modules_of(plans[s].suites), models)))
             return out
 
         def checkpoint(done: dict[str, list[JobRun]]) -> None:
@@ -362,7 +374,8 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
     check_own_code(*(runs[s] for s in SIDES))
     for s in SIDES:
         if runs[s].results or not any(runs[x].results for x in SIDES):
-            check_something_measured(runs[s], req.allow_empty, label=s)
+            check_something_measured(runs[s], req.allow_empty or empty_shard(runs[s]),
+                                     label=s)
     write_outdir(req.out, {
         "base.json": dumps_results(runs["base"]), "head.json": dumps_results(runs["head"]),
         "comparison.json": render(comparison, "json"),

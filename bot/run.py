@@ -34,6 +34,9 @@ from compilewatch.bot.measure.outcome import (
     check_own_code,
     check_something_measured,
 )
+from compilewatch.bot.shards.plan import ShardOptions
+from compilewatch.bot.shards.select import plan_shard, stamped
+from compilewatch.compiler import remotecache
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
@@ -60,6 +63,8 @@ class RunRequest:
     python: str = sys.executable
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     warm_cache: WarmCacheOptions = field(default_factory=WarmCacheOptions)
+    shard: ShardOptions = field(default_factory=ShardOptions)  # --shard I/N, --group
+    remote_cache: str | None = None  # redis://HOST:PORT for warm compiles and timing
 
 
 def fetch_before_letting_go(req: RunRequest) -> dict[str, str]:
@@ -81,17 +86,21 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
     suites = load_suites(sources, python=req.python, code=code)
     jobs = plan_jobs(suites, device=req.measure.device, models=req.models,
                      modes=req.modes, dtypes=req.dtypes, dynamics=req.dynamics)
+    git = gitutil.head_info(req.repo)
+    shard = plan_shard(req.shard, [jobs], db_url=req.db_url, no_db=req.no_db,
+                       group_parts=(str(git.get("commit")),))
+    jobs = shard.keep(jobs) if shard is not None else jobs
     started, run_id = now(), uuid.uuid4().hex
     env = collect_environment(req.python)
     check_device_available(env, req.measure.device, req.allow_empty, req.python)
     host = host_check(req.measure.device, req.python)
 
     def results_of(done: list[ModelResult], finished: bool = True) -> RunResults:
-        return build_results(done, env=env, git=gitutil.head_info(req.repo), sources=sources,
+        return stamped(shard, build_results(done, env=env, git=git, sources=sources,
                              options=measuring, started=started, run_id=run_id, host=host,
                              finished=finished,
                              code=code_record(code, modules_of(suites), done),
-                             results_dir=req.out.parent)
+                             results_dir=req.out.parent))
     with owned_temporary(WARM_PREFIX) as dl:
         keys = load_project_config(req.repo).cache_public_keys
         wc = resolve_warm_cache(req.warm_cache, env, dest=dl, trusted_keys=keys)
@@ -100,7 +109,8 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
             if req.diagnostics else None
         opts = measuring.run_options(req.python, cache_root=req.cache_dir, warm_cache=wc,
                                        diagnostics_dir=kept, diagnostics_base=req.out.parent,
-                                       code=code)
+                                       code=code,
+                                       extra_env=remotecache.worker_env(req.remote_cache))
         measured = measure_sides(
             [SideJobs("run", jobs, opts)], measuring, progress=progress,
             on_done=lambda done: save_results(
@@ -109,7 +119,8 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
     save_results(results, req.out)
     check_own_code(results)
     # an empty run is never stored, so the message names its file, not its id
-    check_something_measured(results, req.allow_empty, written_to=req.out)
+    check_something_measured(results, req.allow_empty or (shard is not None and not jobs),
+                             written_to=req.out)
     if not req.no_db:
             store_runs(req.db_url, results)
     return results

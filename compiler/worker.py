@@ -32,6 +32,7 @@ from compilewatch.compiler import (
     probes,
     proctree,
     reads,
+    remotecache,
     timing,
 )
 from compilewatch.compiler.model import (
@@ -311,6 +312,7 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     if spec.phase == "scan":
         return scan(spec, h, gpu)
     compile_threads(spec)
+    remotecache.for_phase(spec.phase)  # a cold compile never reads a remote cache
     probe = probes.CompileProbe(trace_dir=spec.trace_dir, suite=spec.suite)
     probe.install()
     # a cold compile (and a warm start) waits for Inductor's compile workers: they start

@@ -518,6 +518,51 @@ class HostCheck(_Model):
     detail: Short | None = None
 
 
+MAX_SHARDS = 256  # shards of one group (a matrix of GitHub Actions jobs holds at most 256)
+ShardIdent = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,255}$")]
+
+
+class ShardRun(_Model):
+    """One shard of a group as the group's results know it: ``finished`` (its run ended),
+    ``unfinished`` (a checkpoint of a shard that was killed or failed), ``missing`` (no
+    results came back at all)."""
+
+    index: Count32
+    state: Literal["finished", "unfinished", "missing"]
+    run_id: RunId | None = None
+    runner: Short | None = None  # the machine it ran on (GitHub's RUNNER_NAME, else the host)
+    wall_s: Seconds | None = None  # from its start to its last result
+    models: Count32 = 0  # results it holds
+
+
+class Sharding(_Model):
+    """A run that is one shard of a group (``index`` set), or a group's shards merged into one
+    side (``index`` None). ``plan`` is the whole group's split, the same in every shard (each
+    computes it alone, deterministically): per shard, ``suite/model/config`` of each job."""
+
+    group: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")]
+    count: Annotated[int, Field(ge=1, le=MAX_SHARDS)]
+    index: Count32 | None = None
+    balanced_by: Literal["duration", "count"] = "count"
+    plan: list[Annotated[list[ShardIdent], Field(max_length=MAX_MODELS)]] = Field(
+        default_factory=list, max_length=MAX_SHARDS)
+    runs: list[ShardRun] = Field(default_factory=list, max_length=MAX_SHARDS)
+
+    @model_validator(mode="after")
+    def _fits(self) -> Sharding:
+        if self.index is not None and self.index >= self.count:
+            raise ValueError(f"index {self.index} is not below count {self.count}")
+        if self.plan and len(self.plan) != self.count:
+            raise ValueError(f"plan holds {len(self.plan)} shards, count says {self.count}")
+        if sum(len(p) for p in self.plan) > MAX_MODELS:
+            raise ValueError(f"plan: more than {MAX_MODELS} jobs")
+        if any(r.index >= self.count for r in self.runs):
+            raise ValueError(f"runs: a shard index is not below count {self.count}")
+        if len({r.index for r in self.runs}) != len(self.runs):
+            raise ValueError("runs: a shard is listed twice")
+        return self
+
+
 class RunResults(_Model):
     schema_version: Literal[2]
     run_id: RunId
@@ -529,6 +574,7 @@ class RunResults(_Model):
     results: list[ModelResult] = Field(max_length=MAX_MODELS)
     host: HostCheck | None = None
     code: Code | None = None  # None: a run from before the record
+    shards: Sharding | None = None  # None: not sharded (one runner measured the whole suite)
 
     def by_ident(self) -> dict[tuple[str, str, str], ModelResult]:
         return {r.ident: r for r in self.results}

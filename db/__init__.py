@@ -6,6 +6,7 @@ Documented in docs/storage.md.
 
 from compilewatch.db.artifacts import ArtifactInfo, list_artifacts, record_artifact
 from compilewatch.db.connection import connect
+from compilewatch.db.durations import model_durations
 from compilewatch.db.engine import Database, default_sqlite_path, resolve_url
 from compilewatch.db.migrate import SchemaState
 from compilewatch.db.noise import load_noise_bands, save_noise_bands
@@ -60,6 +61,7 @@ __all__ = [
     "load_run",
     "metric_history",
     "metric_values",
+    "model_durations",
     "record_artifact",
     "resolve_run_id",
     "resolve_url",

@@ -42,6 +42,7 @@ class Lock:
     purpose: str
     only: tuple[str, ...] | None = None  # None: every dependency
     torch_from_ci: bool = False
+    extras: tuple[str, ...] = ()  # [project.optional-dependencies] it takes too
 
 
 LOCKS = (
@@ -55,8 +56,9 @@ LOCKS = (
                "filelock", "cryptography")),
     Lock("gpu", "The jobs that measure on a GPU runner: compilewatch-pr.yml and the nightly's\n"
                 "measure job. Every dependency; torch at requirements/ci.txt's version, as PyPI\n"
-                "builds it for Linux (with CUDA).",
-         torch_from_ci=True),
+                "builds it for Linux (with CUDA). The extras postgres and redis: shards ingest\n"
+                "into one Postgres and share Inductor's cache on Redis (docs/scale.md).",
+         torch_from_ci=True, extras=("postgres", "redis")),
 )
 
 
@@ -104,6 +106,9 @@ def render_input(lock: Lock, root: Path = ROOT) -> str:
     lines = [f"# {ln}" for ln in lock.purpose.splitlines()]
     lines += ["# Written by scripts/lock.sh from pyproject.toml: edit that, not this file.",
               "# [project] dependencies", *deps]
+    for extra in lock.extras:
+        lines += [f"# [project.optional-dependencies] {extra}",
+                  *project["project"]["optional-dependencies"][extra]]
     if lock.torch_from_ci:
         lines += ["# the torch CI tests (requirements/ci.txt)", _ci_torch(root)]
     lines += ["# [build-system] requires: compilewatch is built with --no-build-isolation",

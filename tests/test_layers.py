@@ -18,7 +18,7 @@ ALLOWED = {
     "db": {"core"},
     "bot": {"core", "suites", "compiler", "db", "templates"},
 }
-ROOMS = {"judge", "render", "github", "history", "checkout", "cache", "measure"}
+ROOMS = {"judge", "render", "github", "history", "checkout", "cache", "measure", "shards"}
 # what each room of bot may import (besides itself and the layers below bot)
 ROOM_ALLOWED = {
     "judge": set(),
@@ -28,6 +28,7 @@ ROOM_ALLOWED = {
     "history": {"render", "judge"},
     "cache": {"github"},
     "measure": {"judge", "render"},
+    "shards": set(),
 }
 
 

@@ -46,7 +46,8 @@ def keys_generate_cmd(out: Path) -> None:
 
 
 @main.command("post")
-@click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("outdir", nargs=-1, required=True,
+                type=click.Path(file_okay=False, path_type=Path))
 @click.option("--repo", required=True, help="OWNER/NAME of the repository to post to.")
 @click.option("--pr", type=click.IntRange(min=1), default=None,
               help="Pull request number. Default: the open PR whose head is --sha.")
@@ -90,13 +91,16 @@ def keys_generate_cmd(out: Path) -> None:
 def post_cmd(use_check: bool, **kwargs: Any) -> None:
     """Post the comparison of a `compilewatch pr` output directory to a pull request.
 
-    OUTDIR is untrusted data: base.json and head.json are validated strictly and the comment is
+    Several OUTDIRs are the shards of one group (`pr --shard I/N`), merged per side first; a
+    shard that sent nothing marks its models insufficient data. OUTDIR is untrusted data:
+    base.json and head.json are validated strictly and the comment is
     rendered again here; nothing the measuring job wrote is posted as is. One comment per PR is
     edited in place; the verdict goes to a check run (failure on a gating regression).
 
     \b
     Example:
       compilewatch post out/ --repo acme/models --pr 42 --sha "$HEAD_SHA"
+      compilewatch post shards/*/ --repo acme/models --sha "$HEAD_SHA"
     """
     from compilewatch.bot.post import Auth, PostRequest, post_command
 

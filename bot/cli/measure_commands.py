@@ -127,6 +127,38 @@ warm_cache_options = stacked(
 )
 """``--warm-cache`` and its companions, shared by ``run`` and ``pr``."""
 
+shard_options = stacked(
+    click.option("--shard", default=None, metavar="I/N",
+                 help="Measure only shard I of N (from 1): the jobs are split by their stored "
+                      "durations (longest first), else evenly by count; every shard computes "
+                      "the same split alone (docs/scale.md). Example: --shard 2/4."),
+    click.option("--group", default=None, metavar="ID",
+                 help="The shards' group, which `merge` and `post` join into one side. "
+                      "Default: the workflow run (GITHUB_RUN_ID-GITHUB_RUN_ATTEMPT), else one "
+                      "derived from the commits and N."),
+    click.option("--shard-durations", "shard_durations", multiple=True, metavar="RESULTS",
+                 help="Plan the split from these results files' durations (e.g. the "
+                      "nightly's results.json) instead of the database: for runners without "
+                      "one. Repeatable."),
+    click.option("--remote-cache", default=None, metavar="redis://HOST:PORT",
+                 help="Share Inductor's FX graph cache on Redis between runners, for warm "
+                      "compiles and timing processes only (cold compiles never read it)."),
+)
+"""``--shard``, ``--group`` and ``--remote-cache``, shared by ``run``, ``pr`` and ``nightly``."""
+
+
+def shard_options_from(kwargs: dict[str, Any]) -> dict[str, Any]:
+    from compilewatch.bot.shards.plan import parse_shard
+    from compilewatch.compiler.remotecache import parse
+
+    remote = kwargs.pop("remote_cache")
+    if remote is not None:
+        parse(remote)
+    return {"shard": parse_shard(kwargs.pop("shard"), kwargs.pop("group"),
+                                 tuple(kwargs.pop("shard_durations"))),
+            "remote_cache": remote}
+
+
 
 @main.command("run")
 @measure_options
@@ -163,6 +195,7 @@ warm_cache_options = stacked(
               help="Exit 0 even when nothing was measured (every model skipped, e.g. "
                    "--device cuda without a GPU).")
 @warm_cache_options
+@shard_options
 @color_option
 @handle_errors
 def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
@@ -187,7 +220,7 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     from compilewatch.bot.run import fetch_before_letting_go
 
     req = RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
-                     allow_empty=allow_empty, **kwargs)
+                     allow_empty=allow_empty, **shard_options_from(kwargs), **kwargs)
     let_go_first(lambda: fetch_before_letting_go(req), keep_database=True)
     console = make_console(stderr=True)
     from compilewatch.bot.cli.progress import ProgressDisplay
@@ -232,6 +265,7 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Accept a run in which nothing was measured (every model skipped).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@shard_options
 @handle_errors
 def nightly_cmd(**kwargs: Any) -> None:
     """Measure the suites and build, verify and publish the portable compile-cache artifacts.
@@ -261,7 +295,8 @@ def nightly_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.cli.progress import ProgressDisplay
 
     with ProgressDisplay(measure.quiet) as progress:
-        report = nightly_command(NightlyRequest(measure=measure, publish=publish, **kwargs),
+        report = nightly_command(NightlyRequest(measure=measure, publish=publish,
+                                                **shard_options_from(kwargs), **kwargs),
                                  progress=progress)
     if not measure.quiet:
         _print_nightly(report)
@@ -374,6 +409,7 @@ def calibrate_cmd(**kwargs: Any) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Accept a side in which nothing was measured (every model skipped).")
 @warm_cache_options
+@shard_options
 @click.option("--quiet", "-q", is_flag=True, help="No summary table.")
 @color_option
 @handle_errors
@@ -402,7 +438,8 @@ def pr_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.measure.credentials import check_database
     from compilewatch.bot.pr import fetch_before_letting_go
 
-    req = PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs), **kwargs)
+    req = PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
+                    **shard_options_from(kwargs), **kwargs)
     check_database(req.db_url, req.no_db)
     let_go_first(lambda: fetch_before_letting_go(req))
     from compilewatch.bot.cli.progress import ProgressDisplay

@@ -181,6 +181,48 @@ def runs_cmd(**kwargs: Any) -> None:
         click.echo(f"no stored run matches in {listing.db_url} ({listing.stored} runs stored)")
 
 
+@main.command("merge")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="The merged results file (from results files), or output directory (from "
+                   "`pr --shard` output directories).")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True,
+              help="Repository whose [tool.compilewatch] judges merged output directories.")
+@handle_errors
+def merge_cmd(inputs: tuple[Path, ...], out: Path, repo: Path) -> None:
+    """Join the shards of one group (`--shard I/N`) into one side.
+
+    INPUTS are the shards' results files, their `pr --shard` output directories (then both
+    sides are merged and compared again into OUT/), or their `nightly --shard` output folders
+    (then OUT/ holds the merged results.json and every shard's cache artifacts under one
+    manifest, for `nightly --publish-only`). A shard of the plan that is not among them,
+    or did not finish, is listed; compare marks its models insufficient data.
+
+    \b
+    Examples:
+      compilewatch merge shard-*/results.json --out merged.json
+      compilewatch merge out/shard-1 out/shard-2 out/shard-3 --out out/merged
+      compilewatch merge nightly-shard-*/ --out nightly
+    """
+    from compilewatch.bot.shards.merge import merge_files, summary
+    from compilewatch.bot.shards.nightly import is_nightly_out, merge_nightly
+
+    if all(p.is_dir() and is_nightly_out(p) for p in inputs):
+        click.echo(summary(merge_nightly(list(inputs), out)))
+        return
+    if all(p.is_dir() for p in inputs):
+        from compilewatch.bot.compare import merge_outdirs
+
+        comparison = merge_outdirs(list(inputs), out, repo)
+        click.echo(f"merged {len(inputs)} output directories into {out}: "
+                   f"{comparison.headline.insufficient} model(s) with insufficient data")
+        return
+    if any(p.is_dir() for p in inputs):
+        raise UsageError("merge takes results files or output directories, not both")
+    click.echo(summary(merge_files(list(inputs), out)))
+
+
 @main.command("compare")
 @click.argument("base")
 @click.argument("head")
@@ -206,13 +248,15 @@ def compare_cmd(**kwargs: Any) -> None:
     """Compare BASE and HEAD (results files or run ids) and render verdicts per model.
 
     A run id may be shortened to a unique prefix of 6 or more characters (`compilewatch runs`
-    lists them). Exit status: 0 ok, 1 gating regression (with --fail-on-regression), 2 bad
-    input or a side in which nothing was measured.
+    lists them). A side may be a shard group's results files joined by commas: they are merged
+    (`compilewatch merge`). Exit status: 0 ok, 1 gating regression (with
+    --fail-on-regression), 2 bad input or a side in which nothing was measured.
 
     \b
     Example:
       compilewatch compare base.json head.json --format html --out report.html
       compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format table
+      compilewatch compare b1.json,b2.json h1.json,h2.json
     """
     from compilewatch.bot.compare import CompareRequest, compare_command
     from compilewatch.bot.judge.verdicts import raise_on_gating, same_run_note

@@ -137,6 +137,29 @@ class ModelRow(_Data):
             else None
 
 
+class Insufficient(_Data):
+    """A model a sharded side has no result for: its shard is missing or did not finish."""
+
+    suite: str
+    model: str
+    config: str
+    reason: str
+
+
+class ShardLine(_Data):
+    """One shard of a side: did it report, where it ran, how long it took."""
+
+    side: str
+    index: int  # from 0
+    count: int
+    state: str  # finished, unfinished, missing
+    runner: str | None = None
+    wall_s: float | None = None
+    models: int = 0
+    group: str
+    balanced_by: str
+
+
 class Aggregates(_Data):
     """Over models that ran on both sides only (added, removed and failing models excluded)."""
 
@@ -163,6 +186,7 @@ class Headline(_Data):
     noisy: int = 0
     failing: int = 0  # fails on both sides: not counted as unchanged
     gating: int = 0
+    insufficient: int = 0  # no result on a side: its shard is missing or did not finish
 
 
 class Side(_Data):
@@ -196,6 +220,8 @@ class Comparison(_Data):
     cache: CacheSummary = CacheSummary()
     gating_regression: bool
     notes: list[str] = Field(default_factory=list)
+    insufficient: list[Insufficient] = Field(default_factory=list)  # never gating
+    shards: list[ShardLine] = Field(default_factory=list)  # empty: neither side was sharded
 
     @property
     def same_run(self) -> bool:

@@ -28,6 +28,7 @@ from compilewatch.bot.judge.comparison import (
     Verdict,
 )
 from compilewatch.bot.judge.host import HostNoise, Unit, host_noise, steady_state_units
+from compilewatch.bot.judge.shards import insufficient, shard_lines, shard_notes
 from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
 from compilewatch.core import estimates, unchanged
@@ -571,8 +572,10 @@ def compare(base: RunResults, head: RunResults, *,
                      f"{base.environment.torch} vs {head.environment.torch}); "
                      "differences may come from the environment, not the change")
     notes += code_notes(base, head)
+    missing, gap = insufficient(base, head)
+    notes += shard_notes(base, head)
     for name, run in (("base", base), ("head", head)):
-        if run.finished_at is None:  # a checkpoint of a run that was killed (or still going)
+        if run.finished_at is None and run.shards is None:  # a killed run's checkpoint
             notes.append(f"the {name} run did not finish: it holds the {len(run.results)} "
                          f"model(s) measured before it stopped; models missing from it are "
                          f"listed as added or removed")
@@ -582,16 +585,18 @@ def compare(base: RunResults, head: RunResults, *,
                         within_noise=verdicts[Verdict.WITHIN_NOISE],
                         noisy=verdicts[Verdict.NOISY],
                         failing=verdicts[Verdict.FAILING],
-                        gating=sum(r.gating for r in rows) + len(skipped))
+                        gating=sum(r.gating for r in rows) + len(skipped),
+                        insufficient=len(missing))
     return Comparison(
         base=_side(base), head=_side(head), rows=rows,
-        added=[_ref(hh[i]) for i in sorted(hh.keys() - bb.keys())],
-        removed=[_ref(bb[i]) for i in sorted(bb.keys() - hh.keys())],
+        added=[_ref(hh[i]) for i in sorted(hh.keys() - bb.keys() - gap)],
+        removed=[_ref(bb[i]) for i in sorted(bb.keys() - hh.keys() - gap)],
         newly_failing=[_ref(r) for r in failing], newly_fixed=[_ref(r) for r in fixed],
         aggregates=_aggregates(rows),
         headline=headline,
         cache=_cache_summary(rows),
         gating_regression=headline.gating > 0, notes=notes,
+        insufficient=missing, shards=shard_lines(base, head),
     )
 
 

@@ -173,7 +173,9 @@ def test_the_comment_workflow_posts_a_comment_and_a_check(runner: Runner, fake: 
     and is found by its head label."""
     step = run_step("compilewatch-comment.yml", "comment", "compilewatch post")
     (tmp_path / "temp").mkdir()
-    write_outdir(tmp_path / "temp").rename(tmp_path / "temp" / "compilewatch-out")
+    (tmp_path / "temp" / "compilewatch-out").mkdir()  # one folder per shard's artifact
+    write_outdir(tmp_path / "temp").rename(
+        tmp_path / "temp" / "compilewatch-out" / "compilewatch-out-shard-1")
     config = tmp_path / "workspace" / "trusted-config"
     config.mkdir(parents=True)
     (config / "pyproject.toml").write_text('[project]\nname = "models"\n[tool.compilewatch]\n')
@@ -211,6 +213,30 @@ def _nightly(root: Path) -> tuple[Path, dict[str, bytes]]:
     return folder.parent, data
 
 
+def _nightly_shards(root: Path) -> dict[str, bytes]:
+    """Two shards' outputs as the release job downloads them: the verified artifact in one, the
+    refused one in the other, each with its results file."""
+    from compilewatch.bot.shards.plan import ShardOptions, record
+    from compilewatch.core.schema import save_results
+    from tests.factories import run_results
+
+    whole, data = _nightly(root / "whole")
+    manifest = art.read_manifest(whole / "artifacts" / art.MANIFEST_NAME)
+    plan = [[f"micro/{e.model}/{SLUG}"] for e in manifest.artifacts]
+    for k, entry in enumerate(manifest.artifacts):
+        folder = root / "shards" / f"compilewatch-nightly-shard-{k + 1}"
+        (folder / "artifacts").mkdir(parents=True)
+        (folder / "artifacts" / entry.file).write_bytes(
+            (whole / "artifacts" / entry.file).read_bytes())
+        art.write_manifest(manifest.model_copy(update={"artifacts": [entry]}),
+                           folder / "artifacts" / art.MANIFEST_NAME)
+        run = run_results([model_result(entry.model)])
+        rec = record(ShardOptions(k, 2, "gh-1-1"), "gh-1-1", plan, "count", run_id=run.run_id,
+                     wall_s=1.0, models=1, finished=True)
+        save_results(run.model_copy(update={"shards": rec}), folder / "results.json")
+    return data
+
+
 def _load(root: Path, model: str, key: str, private: Path) -> bytes:
     private.mkdir(exist_ok=True)
     return art.select(root, private=private, suite="micro", model=model, slug=SLUG,
@@ -232,11 +258,15 @@ def _consumer_loads_only_the_verified_artifact(root: Path, data: dict[str, bytes
 def test_the_release_job_publishes_a_signed_release(runner: Runner, fake: FakeGitHub,
                                                     signing_pair: tuple[bytes, str],
                                                     tmp_path: Path) -> None:
-    """The nightly's release step, verbatim, then its attest step's subjects exist."""
+    """The nightly's release steps, verbatim: the shards merged, then one release published;
+    then its attest step's subjects exist."""
     key, public = signing_pair
     release = job("compilewatch-nightly.yml", "release")
+    merge = run_step("compilewatch-nightly.yml", "release", "compilewatch merge")
     step = run_step("compilewatch-nightly.yml", "release", "--publish-only")
-    _, data = _nightly(tmp_path / "temp")
+    data = _nightly_shards(tmp_path / "temp")
+    proc = runner.bash(merge["run"], tmp_path)  # as privileged as publishing: bot.txt only
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     values = {"GITHUB_TOKEN": TOKEN, "REPO": REPO, "COMPILEWATCH_SIGNING_KEY": key.decode()}
     assert set(step["env"]) == set(values)
     proc = runner.bash(step["run"], tmp_path, GITHUB_API_URL=fake.base_url, **values)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -13,7 +14,9 @@ import pytest
 import yaml
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
-NAMES = ["ci.yml", "compilewatch-pr.yml", "compilewatch-comment.yml", "compilewatch-nightly.yml"]
+NAMES = ["ci.yml", "compilewatch-pr.yml", "compilewatch-pr-measure.yml",
+         "compilewatch-comment.yml", "compilewatch-nightly.yml"]
+RUNS_ON_INPUT = "${{ fromJSON(inputs.runs-on) }}"
 PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 
 
@@ -73,8 +76,19 @@ def triggers(workflow: dict[Any, Any]) -> set[str]:
 
 
 def labels(job: dict[str, Any]) -> list[str]:
+    """The runner labels a job asks for; a call of the reusable workflow passes them as the
+    input ``runs-on``, and its job reads them from there (by default its input's default)."""
+    if "uses" in job:
+        return list(json.loads(job["with"]["runs-on"]))
     runs_on = job["runs-on"]
+    if runs_on == RUNS_ON_INPUT:
+        inputs = triggers_of(load("compilewatch-pr-measure.yml"))["workflow_call"]["inputs"]
+        return list(json.loads(inputs["runs-on"]["default"]))
     return [runs_on] if isinstance(runs_on, str) else list(runs_on)
+
+
+def triggers_of(workflow: dict[Any, Any]) -> dict[str, Any]:
+    return workflow[True] if True in workflow else workflow["on"]
 
 
 def writes(job: dict[str, Any]) -> bool:
@@ -121,7 +135,7 @@ PIP_INSTALL = re.compile(r"pip install\b(?:[^\n]*\\\n)*[^\n]*")  # with continua
 
 
 def installs(job: dict[str, Any]) -> list[str]:
-    return [m.group(0) for step in job["steps"] for m in PIP_INSTALL.finditer(
+    return [m.group(0) for step in job.get("steps", []) for m in PIP_INSTALL.finditer(
         step.get("run", ""))]
 
 
@@ -194,18 +208,27 @@ def test_pr_workflow_is_read_only_and_gates_forks_on_a_label() -> None:
     assert "secrets." not in (WORKFLOWS / "compilewatch-pr.yml").read_text()
     assert "head.repo.full_name == github.repository" in job["if"]
     assert "github.event.label.name == 'safe-to-measure'" in job["if"]
-    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in steps(workflow))
+    assert job["uses"] == "./.github/workflows/compilewatch-pr-measure.yml"
+    called = load("compilewatch-pr-measure.yml")
+    assert triggers(called) == {"workflow_call"}
+    assert "secrets." not in (WORKFLOWS / "compilewatch-pr-measure.yml").read_text()
+    assert all(not writes(j) for j in called["jobs"].values())
+    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in steps(called))
 
 
 def test_the_step_that_runs_pr_code_holds_the_token_in_no_shell() -> None:
     """The token is in one step's environment only, and that step's shell is replaced by
     compilewatch (which lets go of it before the PR's code runs): no process above the PR's
     code keeps it."""
-    with_token = [s for s in steps(load("compilewatch-pr.yml"))
+    assert not steps(load("compilewatch-pr.yml"))  # its one job calls the reusable workflow
+    with_token = [s for s in steps(load("compilewatch-pr-measure.yml"))
                   if "GITHUB_TOKEN" in (s.get("env") or {})]
     assert [s["name"] for s in with_token] == ["Measure base and head"]
     (run,) = [s["run"] for s in with_token]
-    assert run.lstrip().startswith('exec "$RUNNER_TEMP/cw-venv/bin/compilewatch" pr ')
+    # before the exec only the suites' arguments are put together, by the shell itself
+    before, _, after = run.partition('exec "$RUNNER_TEMP/cw-venv/bin/compilewatch" pr ')
+    assert after and before.strip() == \
+        'suites=(); for s in $SUITES; do suites+=(--suite "$s"); done'
 
 
 def test_comment_workflow_never_runs_pr_code() -> None:
@@ -242,7 +265,7 @@ def test_nightly_publishes_from_token_holding_jobs_only_and_draws_its_own_branch
         "schedule", "workflow_dispatch"}
     by_name = {s.get("name"): s for s in jobs["measure"]["steps"]}
     assert "--publish" not in by_name["Measure, build and verify the cache artifacts"]["run"]
-    trends = by_name["Draw the dashboard"]
+    trends = {s.get("name"): s for s in jobs["dashboard"]["steps"]}["Draw the dashboard"]
     assert '--ref "$REF"' in trends["run"] and trends["env"]["REF"] == "${{ github.ref_name }}"
     publish = next(s for s in jobs["release"]["steps"] if "--publish-only" in s.get("run", ""))
     # signed on the GitHub-hosted release runner: the key never reaches a GPU runner
@@ -250,3 +273,59 @@ def test_nightly_publishes_from_token_holding_jobs_only_and_draws_its_own_branch
     assert not any("secrets." in str(step) for step in jobs["measure"]["steps"])
     assert jobs["release"]["steps"][-1]["uses"].startswith("actions/attest-build-provenance@")
     assert jobs["release"]["environment"] == "compilewatch-signing"
+
+
+def test_the_pr_is_measured_by_a_matrix_of_shards_set_in_one_place() -> None:
+    caller = load("compilewatch-pr.yml")["jobs"]["measure"]
+    assert isinstance(caller["with"]["shards"], int) and caller["with"]["shards"] >= 1
+    assert caller["with"]["compilewatch-ref"] == "${{ github.event.pull_request.base.sha }}"
+    called = load("compilewatch-pr-measure.yml")
+    inputs = triggers_of(called)["workflow_call"]["inputs"]
+    assert {"shards", "runs-on", "suites", "compilewatch-repository",
+            "compilewatch-ref"} <= set(inputs)
+    assert inputs["compilewatch-ref"]["required"] is True
+    job = called["jobs"]["measure"]
+    assert job["runs-on"] == RUNS_ON_INPUT and job["needs"] == "plan"
+    assert job["env"]["COMPILEWATCH_REF"] == "${{ inputs.compilewatch-ref }}"
+    assert job["strategy"]["fail-fast"] is False
+    assert job["strategy"]["matrix"]["shard"] == "${{ fromJSON(needs.plan.outputs.shards) }}"
+    by_name = {s.get("name"): s for s in job["steps"]}
+    measure = by_name["Measure base and head"]
+    assert '--shard "$SHARD/$SHARDS"' in measure["run"] and "${{" not in measure["run"]
+    assert measure["env"]["SHARD"] == "${{ matrix.shard }}"
+    upload = by_name["Upload the results"]
+    assert upload["if"] == "${{ !cancelled() }}"  # a killed shard keeps what it finished
+    assert upload["with"]["name"] == "compilewatch-out-shard-${{ matrix.shard }}"
+    plan = called["jobs"]["plan"]
+    assert plan["permissions"] == {} and plan["runs-on"] == "ubuntu-latest"
+    assert "${{" not in plan["steps"][0]["run"]
+
+
+def test_the_comment_merges_every_shard_and_posts_after_a_failed_one() -> None:
+    job = load("compilewatch-comment.yml")["jobs"]["comment"]
+    assert "conclusion == 'failure'" in job["if"] and "conclusion == 'success'" in job["if"]
+    download = next(s for s in job["steps"] if "download-artifact" in s.get("uses", ""))
+    assert download["with"]["pattern"] == "compilewatch-out-shard-*"
+    assert "name" not in download["with"]  # each artifact in a folder of its own
+    post = job["steps"][-1]
+    assert 'compilewatch post "$RUNNER_TEMP"/compilewatch-out/compilewatch-out-shard-*' \
+        in post["run"]
+
+
+def test_the_nightly_shards_merge_before_publishing_once() -> None:
+    jobs = load("compilewatch-nightly.yml")["jobs"]
+    measure = jobs["measure"]
+    assert measure["strategy"]["fail-fast"] is False
+    assert isinstance(measure["strategy"]["matrix"]["shard"], list)
+    assert measure["env"]["COMPILEWATCH_DB"] == "${{ vars.COMPILEWATCH_DB }}"
+    by_name = {s.get("name"): s for s in measure["steps"]}
+    assert '--shard "$((INDEX + 1))/$TOTAL"' in \
+        by_name["Measure, build and verify the cache artifacts"]["run"]
+    assert by_name["Upload the nightly output"]["with"]["name"] == \
+        "compilewatch-nightly-shard-${{ matrix.shard }}"
+    release = {s.get("name"): s for s in jobs["release"]["steps"]}
+    assert "compilewatch merge" in release["Merge the shards"]["run"]
+    steps_ = jobs["release"]["steps"]
+    assert steps_.index(release["Merge the shards"]) < next(
+        i for i, s in enumerate(steps_) if "--publish-only" in s.get("run", ""))
+    assert jobs["pages"]["needs"] == "dashboard"
