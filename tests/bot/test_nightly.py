@@ -296,10 +296,11 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
                         functools.partial(FakeLauncher, output=output, raise_on=3))
     out = tmp_path / "nightly"
     with pytest.raises(KeyboardInterrupt):
-        measure_nightly(NightlyRequest(
+        req = NightlyRequest(
             out=out, suites=(harness_suite,), models=("breaks", "branchy"),
             measure=MeasureOptions(timeout_s=60.0, rounds=3, block_ms=2.0, timing_processes=0,
-                                   quiet=True)))
+                                   quiet=True))
+        measure_nightly(req, req.measure.resolve())
     partial = load_results(out / "results.json")
     assert [r.model for r in partial.results] == ["breaks"] and partial.finished_at is None
     assert partial.settings.trigger == "nightly"

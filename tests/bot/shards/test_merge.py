@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from compilewatch.bot.compare import compare_command, merge_outdirs
+from compilewatch.bot.compare import CompareRequest, compare_command, merge_outdirs
 from compilewatch.bot.judge.verdicts import compare
-from compilewatch.bot.post import render_outdir
+from compilewatch.bot.post import PostRequest, render_outdir
 from compilewatch.bot.render.formats import render
 from compilewatch.bot.shards.merge import merge_files, merge_runs
 from compilewatch.bot.shards.plan import ShardOptions, plan, record
@@ -127,8 +127,9 @@ def test_merge_and_compare_take_the_files(tmp_path: Path) -> None:
             save_results(run, paths[side][-1])
     merged = merge_files(paths["head"], tmp_path / "head.json")
     assert len(merged.results) == sum(len(group("head")[k].results) for k in (0, 1))
-    comparison, text = compare_command(base=",".join(map(str, paths["base"])),
-                                       head=str(tmp_path / "head.json"), repo=tmp_path)
+    comparison, text = compare_command(CompareRequest(base=",".join(map(str, paths["base"])),
+                                                      head=str(tmp_path / "head.json"),
+                                                      repo=tmp_path))
     assert comparison.headline.insufficient > 0 and "Insufficient data" in text
 
 
@@ -147,7 +148,7 @@ def _outdirs(tmp: Path, count: int = 3, lost: int | None = None) -> list[Path]:
 
 def test_post_merges_the_shards_output_directories(tmp_path: Path) -> None:
     dirs = _outdirs(tmp_path, lost=2)
-    base, head, rendered = render_outdir(dirs, repo="acme/models", pr=3, sha=HEAD)
+    base, head, rendered = render_outdir(PostRequest(dirs, repo="acme/models", pr=3, sha=HEAD))
     assert head.shards.runs[2].state == "missing"
     assert "insufficient data" in rendered.body and not rendered.gating_regression
     c = merge_outdirs(dirs, tmp_path / "merged", tmp_path)
