@@ -37,7 +37,8 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from factories import model_result, run_results
 
-from compilewatch.core.schema import CacheKey, dumps_results
+from compilewatch.core.results_file import dumps_results
+from compilewatch.core.schema import CacheKey
 from compilewatch.db import (
     Database,
     aa_noise,

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from compilewatch.bot.cli import main
-from compilewatch.core.schema import save_results
+from compilewatch.core.results_file import save_results
 from tests.factories import model_result, run_results
 
 NOISE = {"processes": 3, "n": 10, "process_spread": 0.007, "spread": 0.01,

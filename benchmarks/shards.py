@@ -41,6 +41,7 @@ from sqlalchemy import text
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.bot.shards.merge import merge_runs
 from compilewatch.bot.shards.plan import ShardOptions, contiguous, loads, plan, record
+from compilewatch.core.results_file import load_results, save_results
 from compilewatch.core.schema import (
     SCHEMA_VERSION,
     Config,
@@ -50,8 +51,6 @@ from compilewatch.core.schema import (
     RunResults,
     RunSettings,
     Status,
-    load_results,
-    save_results,
 )
 from compilewatch.db import connect, ingest, ingest_files, model_durations
 from compilewatch.db.durations import ident_of

@@ -15,7 +15,8 @@ from compilewatch.bot.render.diagnostics import relink
 from compilewatch.bot.render.formats import Format, render
 from compilewatch.bot.shards.merge import merge_if_sharded
 from compilewatch.core.files import write_atomic
-from compilewatch.core.schema import RunResults, dumps_results, load_results
+from compilewatch.core.results_file import dumps_results, load_results
+from compilewatch.core.schema import RunResults
 
 
 def load_sides(spec: str, db_url: str | None) -> RunResults:

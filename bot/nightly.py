@@ -51,7 +51,8 @@ from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.core import signing
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import ModelResult, RunResults, save_results
+from compilewatch.core.results_file import save_results
+from compilewatch.core.schema import ModelResult, RunResults
 
 
 @dataclass(frozen=True)

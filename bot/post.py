@@ -36,7 +36,8 @@ from compilewatch.bot.render.formats import MARKER, render
 from compilewatch.bot.render.neutralise import neutralise
 from compilewatch.bot.shards.merge import merge_if_sharded
 from compilewatch.core.errors import GitHubError, ResultsFileError, UsageError
-from compilewatch.core.schema import MAX_SHARDS, RunResults, load_results
+from compilewatch.core.results_file import load_results
+from compilewatch.core.schema import MAX_SHARDS, RunResults
 from compilewatch.db import store_runs
 
 _SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")

@@ -61,13 +61,8 @@ from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.errors import GitError, SuiteError, UsageError
 from compilewatch.core.names import unmatched_models
-from compilewatch.core.schema import (
-    Environment,
-    HostCheck,
-    RunResults,
-    dumps_results,
-    save_results,
-)
+from compilewatch.core.results_file import dumps_results, save_results
+from compilewatch.core.schema import Environment, HostCheck, RunResults
 from compilewatch.db import store_runs
 from compilewatch.suites.imports import SideCode
 from compilewatch.suites.loader import Suite

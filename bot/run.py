@@ -40,7 +40,8 @@ from compilewatch.compiler import remotecache
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
-from compilewatch.core.schema import ModelResult, RunResults, save_results
+from compilewatch.core.results_file import save_results
+from compilewatch.core.schema import ModelResult, RunResults
 from compilewatch.db import store_runs
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from compilewatch.core.schema import load_results
+from compilewatch.core.results_file import load_results
 from compilewatch.db import migrate
 from compilewatch.db.connection import connect
 from compilewatch.db.engine import create, require_existing, resolve_url

@@ -20,13 +20,8 @@ from sqlalchemy import Connection, Table, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from compilewatch.core.errors import DatabaseError, ResultsFileError, UsageError
-from compilewatch.core.schema import (
-    ModelResult,
-    RunResults,
-    Status,
-    load_results,
-    parse_results,
-)
+from compilewatch.core.results_file import load_results, parse_results
+from compilewatch.core.schema import ModelResult, RunResults, Status
 from compilewatch.db import components
 from compilewatch.db import models as m
 from compilewatch.db.connection import connect

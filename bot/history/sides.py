@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import RunResults, load_results
+from compilewatch.core.results_file import load_results
+from compilewatch.core.schema import RunResults
 from compilewatch.db import connect, load_run
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_\-]{6,64}$")  # schema.RunId, or a prefix (db.MIN_PREFIX)

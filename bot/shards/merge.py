@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from compilewatch.core.errors import ResultsFileError
+from compilewatch.core.results_file import load_results, save_results
 from compilewatch.core.schema import (
     MAX_FILE_SAMPLES,
     MAX_MODELS,
@@ -16,8 +17,6 @@ from compilewatch.core.schema import (
     RunResults,
     Sharding,
     ShardRun,
-    load_results,
-    save_results,
 )
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from compilewatch.bot.shards.merge import merge_runs
 from compilewatch.compiler import artifacts as art
 from compilewatch.core.errors import ResultsFileError
-from compilewatch.core.schema import RunResults, load_results, save_results
+from compilewatch.core.results_file import load_results, save_results
+from compilewatch.core.schema import RunResults
 
 RESULTS = "results.json"
 

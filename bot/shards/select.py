@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from compilewatch.bot.shards.plan import ShardOptions, default_group, plan, record
 from compilewatch.compiler.plan import Job
-from compilewatch.core.schema import RunResults, load_results
+from compilewatch.core.results_file import load_results
+from compilewatch.core.schema import RunResults
 from compilewatch.db import connect, model_durations
 from compilewatch.db.durations import ident_of
 from compilewatch.db.engine import resolve_url, sqlite_file

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.core.schema import save_results
+from compilewatch.core.results_file import save_results
 from tests.factories import model_result, run_results
 
 

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
 from compilewatch.compiler import schedule
-from compilewatch.core.schema import load_results, save_results
+from compilewatch.core.results_file import load_results, save_results
 from tests.factories import FakeLauncher
 
 HREF = re.compile(r'<a href="([^"#][^"]*)">(trace \((?:base|head)\))</a>')

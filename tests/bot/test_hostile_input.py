@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from compilewatch.bot.cli import main
-from compilewatch.core.schema import save_results
+from compilewatch.core.results_file import save_results
 from tests.factories import model_result, run_results
 from tests.fakegithub import HEAD_SHA, PR, REPO
 from tests.hostile import NAMES, honest_run, write_hostile

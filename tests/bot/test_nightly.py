@@ -276,7 +276,8 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
     from compilewatch.bot.nightly import NightlyRequest, measure_nightly
     from compilewatch.compiler import schedule
     from compilewatch.compiler.protocol import SavedArtifact
-    from compilewatch.core.schema import CacheCounters, load_results
+    from compilewatch.core.results_file import load_results
+    from compilewatch.core.schema import CacheCounters
     from tests.factories import FakeLauncher, worker_output
 
     def output(spec, name):  # type: ignore[no-untyped-def]

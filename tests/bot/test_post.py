@@ -14,7 +14,8 @@ from compilewatch.bot.post import PostRequest, Rendered, post_outdir
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER
 from compilewatch.core.errors import ResultsFileError
-from compilewatch.core.schema import Category, RunResults, save_results
+from compilewatch.core.results_file import save_results
+from compilewatch.core.schema import Category, RunResults
 from tests.bot.conftest import FAST
 from tests.factories import BASE_COMPONENTS, model_result, run_results
 from tests.fakegithub import HEAD_SHA, PR, REPO, TOKEN, FakeGitHub

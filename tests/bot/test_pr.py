@@ -28,7 +28,8 @@ from compilewatch.bot.render.formats import MARKER
 from compilewatch.compiler.schedule import JobRun, RunOptions, SideJobs
 from compilewatch.core.errors import UsageError
 from compilewatch.core.followup import FollowUp
-from compilewatch.core.schema import HostCheck, load_results
+from compilewatch.core.results_file import load_results
+from compilewatch.core.schema import HostCheck
 from tests.factories import cold_result, environment, model_result, timed_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
 

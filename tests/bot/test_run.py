@@ -12,7 +12,7 @@ import pytest
 from compilewatch.bot.measure.harness import MeasureOptions
 from compilewatch.bot.run import RunRequest, run_command
 from compilewatch.compiler import schedule
-from compilewatch.core.schema import load_results
+from compilewatch.core.results_file import load_results
 from tests.factories import FakeLauncher
 
 CHECKOUT = Path(__file__).resolve().parents[2]  # this repository's checkout

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
 from compilewatch.bot.render.formats import render_run_html
-from compilewatch.core.schema import Category, HostCheck, save_results
+from compilewatch.core.results_file import save_results
+from compilewatch.core.schema import Category, HostCheck
 from compilewatch.db import store_runs
 from tests.factories import model_result, run_results
 

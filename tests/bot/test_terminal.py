@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
 from compilewatch.compiler import schedule
-from compilewatch.core.schema import save_results
+from compilewatch.core.results_file import save_results
 from tests.factories import FakeLauncher, model_result, run_results
 
 EXE = str(Path(sys.executable).parent / "compilewatch")

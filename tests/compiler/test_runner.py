@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from compilewatch.compiler.plan import Job
-from compilewatch.core.schema import Category, Config, Status, load_results
+from compilewatch.core.results_file import load_results
+from compilewatch.core.schema import Category, Config, Status
 from compilewatch.suites.loader import load_suite
 from tests.one_job import RunOptions, run_job
 

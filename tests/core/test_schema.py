@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from compilewatch.core.errors import ResultsFileError
+from compilewatch.core.results_file import decode_results, load_results, parse_results, save_results
 from compilewatch.core.schema import (
     INT32_MAX,
     INT64_MAX,
@@ -19,11 +20,7 @@ from compilewatch.core.schema import (
     SCHEMA_VERSION,
     Compile,
     Config,
-    decode_results,
     json_schema,
-    load_results,
-    parse_results,
-    save_results,
 )
 from tests.factories import model_result, run_results
 

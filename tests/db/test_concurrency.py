@@ -8,7 +8,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from compilewatch.core.schema import save_results
+from compilewatch.core.results_file import save_results
 from compilewatch.db import connect, ingest_files
 from compilewatch.db.engine import create, resolve_url
 from tests.factories import model_result, run_results

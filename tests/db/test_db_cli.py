@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.core.schema import SCHEMA_VERSION, save_results
+from compilewatch.core.results_file import save_results
+from compilewatch.core.schema import SCHEMA_VERSION
 from tests.factories import run_results
 
 

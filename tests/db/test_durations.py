@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from compilewatch.bot.shards.plan import ShardOptions, plan, record
-from compilewatch.core.schema import save_results
+from compilewatch.core.results_file import save_results
 from compilewatch.db import Database, connect, ingest, ingest_files, model_durations
 from compilewatch.db.engine import create, resolve_url
 from tests.factories import model_result, run_results

@@ -11,7 +11,8 @@ from click.testing import CliRunner, Result
 
 from compilewatch.bot.cli import main
 from compilewatch.core.errors import DatabaseError
-from compilewatch.core.schema import INT32_MAX, INT64_MAX, GraphBreak, save_results
+from compilewatch.core.results_file import save_results
+from compilewatch.core.schema import INT32_MAX, INT64_MAX, GraphBreak
 from compilewatch.db import connect, load_run
 from compilewatch.db import models as m
 from compilewatch.db.store import COPY_ABOVE, _copy

@@ -9,7 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from compilewatch.core.errors import DatabaseError, ResultsFileError
-from compilewatch.core.schema import Category, Config, save_results
+from compilewatch.core.results_file import save_results
+from compilewatch.core.schema import Category, Config
 from compilewatch.db import Database, ingest, ingest_files, load_run, store
 from tests.factories import model_result, run_results
 

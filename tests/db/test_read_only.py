@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
 from compilewatch.core.errors import DatabaseError
-from compilewatch.core.schema import SCHEMA_VERSION, save_results
+from compilewatch.core.results_file import save_results
+from compilewatch.core.schema import SCHEMA_VERSION
 from compilewatch.db import connect
 from tests.factories import run_results
 

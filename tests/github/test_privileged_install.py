@@ -217,7 +217,7 @@ def _nightly_shards(root: Path) -> dict[str, bytes]:
     """Two shards' outputs as the release job downloads them: the verified artifact in one, the
     refused one in the other, each with its results file."""
     from compilewatch.bot.shards.plan import ShardOptions, record
-    from compilewatch.core.schema import save_results
+    from compilewatch.core.results_file import save_results
     from tests.factories import run_results
 
     whole, data = _nightly(root / "whole")

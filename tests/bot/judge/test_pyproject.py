@@ -17,7 +17,7 @@ from compilewatch.bot.cli import main
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.judge.pyproject import MAX_BYTES, MAX_DEPTH, deepest
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import save_results
+from compilewatch.core.results_file import save_results
 from tests.factories import model_result, run_results
 
 DEEP = 20_000

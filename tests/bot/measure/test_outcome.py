@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from compilewatch.bot.cli import main
 from compilewatch.bot.measure.outcome import check_something_measured, nothing_measured
 from compilewatch.core.errors import NothingMeasured
-from compilewatch.core.schema import Category, load_results, save_results
+from compilewatch.core.results_file import load_results, save_results
+from compilewatch.core.schema import Category
 from tests.factories import model_result, run_results
 
 NO_GPU = ("device cuda requested but torch.cuda.is_available() is False on this machine")

@@ -15,7 +15,8 @@ from compilewatch.bot.render.formats import render
 from compilewatch.bot.shards.merge import merge_files, merge_runs
 from compilewatch.bot.shards.plan import ShardOptions, plan, record
 from compilewatch.core.errors import ResultsFileError
-from compilewatch.core.schema import RunResults, dumps_results, load_results, save_results
+from compilewatch.core.results_file import dumps_results, load_results, save_results
+from compilewatch.core.schema import RunResults
 from compilewatch.db.durations import ident_of
 from tests.factories import model_result, run_results
 
@@ -159,7 +160,7 @@ def test_post_merges_the_shards_output_directories(tmp_path: Path) -> None:
 
 def test_a_hostile_shards_record_is_refused(tmp_path: Path) -> None:
     """The record crosses from the untrusted job like the rest of the file."""
-    from compilewatch.core.schema import load_results
+    from compilewatch.core.results_file import load_results
 
     run = group("head")[0]
     data = run.model_dump(mode="json")

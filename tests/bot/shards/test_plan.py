@@ -122,7 +122,7 @@ def test_a_shard_keeps_its_jobs_and_stamps_its_results(tmp_path) -> None:  # typ
 
 def test_a_runner_without_a_database_plans_from_a_results_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from compilewatch.bot.shards.select import file_durations
-    from compilewatch.core.schema import save_results
+    from compilewatch.core.results_file import save_results
     from tests.factories import model_result, run_results
 
     run = run_results([model_result(m).model_copy(update={"duration_s": d})

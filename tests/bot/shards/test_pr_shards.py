@@ -8,7 +8,7 @@ from pathlib import Path
 
 from compilewatch.bot.compare import merge_outdirs
 from compilewatch.bot.shards.plan import parse_shard
-from compilewatch.core.schema import load_results
+from compilewatch.core.results_file import load_results
 from tests.bot.test_pr import PYPROJECT, Recorder, commit, fake_pr, suite_file
 from tests.bot.test_pr import repo as repo
 
