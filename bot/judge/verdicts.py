@@ -11,13 +11,12 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from compilewatch.bot.judge.aggregates import aggregates, cache_summary
 from compilewatch.bot.judge.baseline import Baseline, Expected, outcome
-from compilewatch.bot.judge.cachediff import collapse, diff_cache
+from compilewatch.bot.judge.cachediff import diff_cache
 from compilewatch.bot.judge.code import code_notes
 from compilewatch.bot.judge.comparison import (
     AccuracyChange,
-    Aggregates,
-    CacheSummary,
     Comparison,
     CountDelta,
     Delta,
@@ -33,7 +32,7 @@ from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
 from compilewatch.core import estimates, unchanged
 from compilewatch.core.errors import RegressionFound
-from compilewatch.core.estimates import Estimate, Prior, geomean
+from compilewatch.core.estimates import Estimate, Prior
 from compilewatch.core.schema import (
     Category,
     GraphBreak,
@@ -489,53 +488,6 @@ def _side(run: RunResults) -> Side:
                 device=env.gpu or env.cpu)
 
 
-def _sum(values: list[float]) -> float | None:
-    return sum(values) if values else None
-
-
-def _aggregates(rows: list[ModelRow]) -> Aggregates:
-    timed = [r for r in rows if r.ran_both]
-    sp = [r.speedup for r in timed if r.speedup and r.speedup.base > 0 and r.speedup.head > 0]
-    cold = [r.cold_compile for r in rows if r.cold_compile]
-    warm = [r.warm_compile for r in rows if r.warm_compile]
-    start = [r.warm_start for r in rows if r.warm_start]
-    n = len(rows)
-    # every measured row carries both sides' outcome in its accuracy change; a model the
-    # change cannot reach was not measured, so it is in no rate
-    measured = [r for r in rows if not r.compile_skipped]
-    passed_b = sum(r.accuracy is not None and r.accuracy.base == "pass" for r in measured)
-    passed_h = sum(r.accuracy is not None and r.accuracy.head == "pass" for r in measured)
-    m = len(measured)
-    return Aggregates(
-        models=n, untouched=n - m,
-        geomean_speedup_base=geomean([d.base for d in sp]),
-        geomean_speedup_head=geomean([d.head for d in sp]),
-        geomean_compiled_ratio=geomean([r.compiled_time.ratio for r in timed
-                                        if r.compiled_time and r.compiled_time.ratio]),
-        pass_rate_base=passed_b / m if m else None, pass_rate_head=passed_h / m if m else None,
-        total_cold_s_base=_sum([d.base for d in cold]),
-        total_cold_s_head=_sum([d.head for d in cold]),
-        total_warm_s_base=_sum([d.base for d in warm]),
-        total_warm_s_head=_sum([d.head for d in warm]),
-        total_warm_start_s_base=_sum([d.base for d in start]),
-        total_warm_start_s_head=_sum([d.head for d in start]),
-    )
-
-
-def _cache_summary(rows: list[ModelRow]) -> CacheSummary:
-    counts: Counter[str] = Counter()
-    for r in rows:
-        names: set[str] = set()
-        for c in r.cache_changes:
-            if c.status != "changed":
-                names.add(f"graph {c.status}")
-            names.update(collapse([*c.changed, *c.added, *c.removed], counted=False))
-        counts.update(names)
-    return CacheSummary(models_with_changes=sum(bool(r.cache_changes) for r in rows),
-                        models_compared=sum(r.ran_both for r in rows),
-                        components=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
-
-
 def same_run_note(run_id: str) -> str:
     """What a comparison of a run with itself says, first: nothing in it is a finding."""
     return (f"base and head are the same run ({run_id[:12]}): every difference is zero by "
@@ -592,9 +544,9 @@ def compare(base: RunResults, head: RunResults, *,
         added=[_ref(hh[i]) for i in sorted(hh.keys() - bb.keys() - gap)],
         removed=[_ref(bb[i]) for i in sorted(bb.keys() - hh.keys() - gap)],
         newly_failing=[_ref(r) for r in failing], newly_fixed=[_ref(r) for r in fixed],
-        aggregates=_aggregates(rows),
+        aggregates=aggregates(rows),
         headline=headline,
-        cache=_cache_summary(rows),
+        cache=cache_summary(rows),
         gating_regression=headline.gating > 0, notes=notes,
         insufficient=missing, shards=shard_lines(base, head),
     )
