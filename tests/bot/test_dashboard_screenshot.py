@@ -25,7 +25,7 @@ def test_dashboard_screenshot_is_not_blank(tmp_path: Path) -> None:
         for run in nightly_history(models=("mlp", "convnet"),
                                    step=("mlp", 15, {"cold_s": 15.0})):
             ingest(db, run)
-        index = write_site(load_trends(db), tmp_path / "site")
+        index = write_site(load_trends(db), tmp_path / "site").index
     shot = tmp_path / "dashboard.png"
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
            "--no-first-run", "--disable-background-networking", "--disable-component-update",
