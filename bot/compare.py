@@ -32,7 +32,7 @@ def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path
         roots = {"base": results_root(base, sides["base"]),
                  "head": results_root(head, sides["head"])}
         comparison = relink(comparison, roots, out if out is not None else Path("compare.html"))
-    text = render(comparison, fmt, report_url, trends_url)
+    text = render(comparison, fmt, report_url, trends_url, (sides["base"], sides["head"]))
     if out is not None:
         write_atomic(out, text)
     return comparison, text

@@ -365,7 +365,7 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
         "base.json": dumps_results(runs["base"]), "head.json": dumps_results(runs["head"]),
         "comparison.json": render(comparison, "json"),
         "comment.md": render(comparison, "markdown", req.report_url),
-        "report.html": render(comparison, "html")}, stage)
+        "report.html": render(comparison, "html", sides=(runs["base"], runs["head"]))}, stage)
     if not req.no_db:
             store_runs(req.db_url, *(runs[s] for s in SIDES))
     return comparison  # the CLI prints it, then raises on a gating regression if asked

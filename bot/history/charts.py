@@ -44,7 +44,8 @@ def hover(s: Series, i: int) -> str:
     """A point's hover text: value, interval, commit, PR and date."""
     info = s.info(i)
     unit = f" {s.unit}" if s.unit and s.unit != "×" else s.unit
-    parts = [f"{svg.fmt(s.values[i])}{unit}"]
+    value = f"{s.values[i]:.0f}" if s.integer else f"{s.values[i]:.4g}"
+    parts = [f"{value}{unit}"]
     if info.interval is not None:
         parts.append(f"{svg.fmt(info.interval[0])}–{svg.fmt(info.interval[1])}")
     parts.append(f"commit {(s.commits[i] or '?')[:8]}")

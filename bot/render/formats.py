@@ -21,7 +21,7 @@ from markupsafe import Markup
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.host import run_note
 from compilewatch.bot.judge.verdicts import shown_per_call
-from compilewatch.bot.render import filters, run_table, sitemap
+from compilewatch.bot.render import filters, plots, run_table, sitemap
 from compilewatch.bot.render.comparison_table import render_table
 from compilewatch.bot.render.escape import headline, md_code, md_escape, shorten
 from compilewatch.bot.render.run_table import disagrees
@@ -177,9 +177,13 @@ def _bracket(comparison: Comparison, rows: int, full: int, max_chars: int,
     return lo + 1, hi - 1, low
 
 
-def render_html(comparison: Comparison) -> str:
-    """The full report: one self-contained page (inline CSS and JS, no network)."""
-    return _env("html").get_template("report.html.j2").render(c=comparison)
+def render_html(comparison: Comparison, base: RunResults | None = None,
+                head: RunResults | None = None) -> str:
+    """The full report: one self-contained page (inline CSS and JS, no network). With the
+    sides' results, each model's timing processes and compile phases are drawn too."""
+    forest, charts = plots.comparison_charts(comparison, base, head)
+    return _env("html").get_template("report.html.j2").render(c=comparison, forest=forest,
+                                                              charts=charts)
 
 
 def render_run_html(results: RunResults) -> str:
@@ -203,6 +207,7 @@ def render_run_html(results: RunResults) -> str:
                 else (None, None) for m in models]
     return _env("html").get_template("run.html.j2").render(
         r=results, s=summary, host_note=run_note(results.host), per_call=per_call,
+        charts=plots.run_charts(results),
         disagrees=[disagrees(m) for m in models], legend=run_table.LEGEND, mark=run_table.MARK)
 
 
@@ -228,13 +233,15 @@ def write_step_summary(comparison: Comparison, path: str | os.PathLike[str] | No
 
 
 def render(comparison: Comparison, fmt: Format, report_url: str | None = None,
-           trends_url: str | None = None) -> str:
-    """The comparison in one of the four formats every command offers."""
+           trends_url: str | None = None,
+           sides: tuple[RunResults, RunResults] | None = None) -> str:
+    """The comparison in one of the four formats every command offers (``sides``: base's
+    and head's results, which the HTML page draws)."""
     if fmt == "markdown":
         trend = sitemap.trend_url_template(trends_url) if trends_url else None
         return render_markdown(comparison, report_url=report_url, trend_url=trend)
     if fmt == "html":
-        return render_html(comparison)
+        return render_html(comparison, *(sides or (None, None)))
     if fmt == "json":
         return render_json(comparison)
     return render_table(comparison)

@@ -8,7 +8,7 @@ tooltip), links are ``<a href>``. Every string that reaches the SVG goes through
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
@@ -127,13 +127,13 @@ def dot(x: float, y: float, r: float, color: str, *, title: str | None = None,
 
 
 def x_axis(scale: Scale, ticks: Sequence[float], y: float, top: float, *,
-           label: str = "", unit: str = "") -> list[str]:
+           label: str = "", tick_label: Callable[[float], str] = fmt) -> list[str]:
     """Grid lines from ``top`` down to ``y`` and tick labels under ``y``."""
     out = []
     for t in ticks:
         x = scale(t)
         out += [line(x, top, x, y, COLORS["grid"]),
-                text(x, y + 13, fmt(t) + unit, anchor="middle", color="#57606a", size=10)]
+                text(x, y + 13, tick_label(t), anchor="middle", color="#57606a", size=10)]
     if label:
         out.append(text((scale.a + scale.b) / 2, y + 27, label, anchor="middle",
                         color="#57606a", size=10))
