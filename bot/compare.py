@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from compilewatch.bot.diagnostics import relink
+from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.project import compare_with_project, noise_bands
 from compilewatch.bot.outcome import check_something_measured
@@ -32,7 +33,9 @@ def compare_command(*, base: str, head: str, fmt: Format = "markdown", out: Path
         roots = {"base": results_root(base, sides["base"]),
                  "head": results_root(head, sides["head"])}
         comparison = relink(comparison, roots, out if out is not None else Path("compare.html"))
-    text = render(comparison, fmt, report_url, trends_url, (sides["base"], sides["head"]))
+    history = nightly_values(db_url, comparison) if fmt == "markdown" else None
+    text = render(comparison, fmt, report_url, trends_url, (sides["base"], sides["head"]),
+                  history)
     if out is not None:
         write_atomic(out, text)
     return comparison, text

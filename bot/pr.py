@@ -29,6 +29,7 @@ from compilewatch.bot.cache.fetch import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
+from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.followup import asker, cold_asker
 from compilewatch.bot.judge.host import of_check
@@ -364,7 +365,8 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
     write_outdir(req.out, {
         "base.json": dumps_results(runs["base"]), "head.json": dumps_results(runs["head"]),
         "comparison.json": render(comparison, "json"),
-        "comment.md": render(comparison, "markdown", req.report_url),
+        "comment.md": render(comparison, "markdown", req.report_url, history=nightly_values(
+            None if req.no_db else req.db_url, comparison)),
         "report.html": render(comparison, "html", sides=(runs["base"], runs["head"]))}, stage)
     if not req.no_db:
             store_runs(req.db_url, *(runs[s] for s in SIDES))
