@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from compilewatch.bot.checkout.git import repository_filter
-from compilewatch.bot.history.dashboard import write_site
+from compilewatch.bot.history.dashboard import PAGE_BUDGET, write_site
 from compilewatch.bot.history.series import load_trends
 from compilewatch.bot.render.sitemap import Links
 from compilewatch.core.errors import NothingMeasured
@@ -138,6 +138,10 @@ def trends_command(*, out: Path, db_url: str | None = None, suite: str | None = 
                f"{_count(n_models, 'model config')}, {_count(n_steps, 'model step')}; "
                f"{_count(site.pages, 'page')}, the largest {site.largest_page / 1024:.0f} KiB)")
     warning = f"compilewatch: {why}" if why else None
+    if site.largest_page > PAGE_BUDGET:
+        warning = (f"compilewatch: the largest page is {site.largest_page / 1024:.0f} KiB, over "
+                   f"the {PAGE_BUDGET // 1024} KiB budget (docs/trends.md); --since shortens "
+                   "the history drawn")
     if filters.repository is None and len(trends.repositories) > 1:
         names = ", ".join(r or "(none recorded)" for r in trends.repositories)
         warning = (f"compilewatch: runs of {len(trends.repositories)} repositories are drawn "

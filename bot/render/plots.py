@@ -46,10 +46,10 @@ def _x_scale(values: Sequence[float], left: float, right: float) -> tuple[svg.Sc
 def _process(p: Process, x: svg.Scale, y: float) -> list[str]:
     q1, med, q3 = _quartiles(sorted(p.samples))
     color = svg.COLORS["head" if p.side == "head" else "base"]
-    tip = (f"{p.side} process {p.index}: median {_us(med)}, middle half {_us(q1)}–{_us(q3)}, "
-           f"{len(p.samples)} samples")
-    out = [svg.text(LABEL - 6, y + 4, f"{p.side} {p.index}", anchor="end", color=color,
-                    size=10),
+    label = f"process {p.index}" if p.side == "run" else f"{p.side} {p.index}"
+    tip = (f"{'' if p.side == 'run' else p.side + ' '}process {p.index}: median {_us(med)}, "
+           f"middle half {_us(q1)}–{_us(q3)}, {len(p.samples)} samples")
+    out = [svg.text(LABEL - 6, y + 4, label, anchor="end", color=color, size=10),
            svg.rect(x(q1), y - 6, x(q3) - x(q1), 12, color, opacity=0.18, stroke=color,
                     title=tip),
            svg.line(x(med), y - 7, x(med), y + 7, color, width=2)]
