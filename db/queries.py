@@ -323,7 +323,7 @@ def results_history(db: Database, *, suite: str | None = None, ref: str | None =
                       (MR.c.config_slug, config_slug)):
         if want is not None:
             stmt = stmt.where(col == want)
-    stmt = stmt.order_by(MR.c.suite, MR.c.model, MR.c.config_slug)
+    stmt = stmt.order_by(MR.c.run_pk, MR.c.suite, MR.c.model, MR.c.config_slug)
     with db.read() as conn:
         run_rows = conn.execute(runs.order_by(R.c.started_at, R.c.id)).all()
         per_run: dict[int, list[Any]] = {r.id: [] for r in run_rows}

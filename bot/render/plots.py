@@ -7,6 +7,7 @@ bars, and the forest plot of every model's change. Hover text is an SVG ``<title
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -18,6 +19,7 @@ from compilewatch.bot.render.plotdata import ForestRow, PhaseBar, Process, Strip
 from compilewatch.core.schema import ModelResult, RunResults
 
 WIDTH = 640
+BIG = 1e300  # an axis ends here: valid but absurd timings must not overflow the drawing
 ROW = 18
 LABEL = 70
 
@@ -34,11 +36,12 @@ def _quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
 
 
 def _x_scale(values: Sequence[float], left: float, right: float) -> tuple[svg.Scale, list[float]]:
-    lo, hi = min(values), max(values)
+    finite = [v for v in values if math.isfinite(v)] or [0.0]
+    lo, hi = min(finite), min(max(finite), BIG)
     if lo > 0 and hi / lo > 20:  # bimodal or wild: decades, not a squashed linear axis
-        lo, hi = lo / 1.3, hi * 1.3
+        lo, hi = lo / 1.3, min(hi * 1.3, BIG)
         return svg.Scale(lo, hi, left, right, log=True), svg.log_ticks(lo, hi)
-    lo, hi = svg.padded(values)
+    lo, hi = svg.padded([lo, hi])
     ticks = svg.nice_ticks(lo, hi, 5)
     return svg.Scale(min(lo, ticks[0]), max(hi, ticks[-1]), left, right), ticks
 
@@ -89,7 +92,7 @@ def phases_svg(bars: Sequence[PhaseBar], title: str) -> Markup:
     """One stacked bar per compile (and side); a legend of the phases below."""
     colors = _phase_colors(bars)
     left = 130
-    ends = [max(sum(v for _, v in b.phases), b.total or 0.0) for b in bars]
+    ends = [min(max(sum(v for _, v in b.phases), b.total or 0.0), BIG) for b in bars]
     x = svg.Scale(0, max(ends) or 1.0, left, WIDTH - 14)
     ticks = svg.nice_ticks(0, max(ends) or 1.0, 5)
     x = svg.Scale(0, max(max(ends), ticks[-1]) or 1.0, left, WIDTH - 14)

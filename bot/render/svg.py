@@ -8,6 +8,7 @@ tooltip), links are ``<a href>``. Every string that reaches the SVG goes through
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -68,7 +69,8 @@ def nice_ticks(lo: float, hi: float, n: int = 5, *, integer: bool = False) -> li
 
 def log_ticks(lo: float, hi: float) -> list[float]:
     """Powers of ten (and 2×, 5× when few decades) within ``lo..hi``."""
-    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    decades = range(first, last + 1, max(1, (last - first) // 8))  # at most ~9 labels
     mults = (1, 2, 5) if len(decades) <= 3 else (1,)
     return [m * 10.0 ** d for d in decades for m in mults if lo <= m * 10.0 ** d <= hi]
 
@@ -84,7 +86,7 @@ def padded(values: Iterable[float], *, zero: bool = False, pad: float = 0.06,
         margin = 1.0 if integer or lo == 0 else abs(lo) * 0.05
         return lo - margin, hi + margin
     margin = (hi - lo) * pad
-    return (lo if zero and lo == 0 else lo - margin), hi + margin
+    return (lo if zero and lo == 0 else lo - margin), min(hi + margin, sys.float_info.max)
 
 
 def svg(width: int, height: int, body: Sequence[str], label: str, cls: str = "chart") -> Markup:
