@@ -37,7 +37,7 @@ class PanelData:
     points: tuple[tuple[int, float, str, int | None], ...]
     steps: tuple[tuple[int, str], ...]  # (index of the first run at the new level, label)
     means: tuple[tuple[int, int, float], ...]  # (first index, last index, mean)
-    x_labels: tuple[tuple[int, str], ...]  # (index, short commit)
+    x_labels: tuple[tuple[int, str, str], ...]  # (index, short commit, month-day)
 
 
 def hover(s: Series, i: int) -> str:
@@ -61,10 +61,10 @@ def _means(s: Series) -> tuple[tuple[int, int, float], ...]:
                  if b > a)
 
 
-def _x_labels(s: Series, n: int = 5) -> tuple[tuple[int, str], ...]:
+def _x_labels(s: Series, n: int = 5) -> tuple[tuple[int, str, str], ...]:
     count = len(s.values)
     idx = sorted({round(k * (count - 1) / (n - 1)) for k in range(n)}) if count > 1 else [0]
-    return tuple((i, (s.commits[i] or "?")[:7]) for i in idx)
+    return tuple((i, (s.commits[i] or "?")[:7], s.times[i].strftime("%m-%d")) for i in idx)
 
 
 def panel_data(s: Series, run_index: dict[str, int] | None = None) -> PanelData:
@@ -104,11 +104,13 @@ def draw_panel(p: PanelData) -> Markup:
     body = [svg.text(LEFT - 44, 15, p.title, size=12, weight="600")]
     body += svg.y_axis(y, p.y_ticks, LEFT, WIDTH - RIGHT)
     last = p.x_labels[-1][0] if p.x_labels else 0
-    for i, label in p.x_labels:
+    for i, label, day in p.x_labels:
         anchor = "start" if i == 0 and last else "end" if i == last and last else "middle"
-        body.append(svg.text(x(i), HEIGHT - BOTTOM + 13, label, anchor=anchor,
-                             color="#57606a", size=9))
-    body.append(svg.text((LEFT + WIDTH - RIGHT) / 2, HEIGHT - 6,
+        body += [svg.text(x(i), HEIGHT - BOTTOM + 12, label, anchor=anchor, color="#57606a",
+                          size=9),
+                 svg.text(x(i), HEIGHT - BOTTOM + 22, day, anchor=anchor, color="#8c959f",
+                          size=8)]
+    body.append(svg.text((LEFT + WIDTH - RIGHT) / 2, HEIGHT - 4,
                          "commits in order, oldest left", anchor="middle", color="#57606a",
                          size=9))
     for a, b, mean in p.means:
@@ -124,7 +126,8 @@ def draw_panel(p: PanelData) -> Markup:
                  f'<text class="step" x="{sx + 3}" y="{TOP + 9}" fill="{svg.COLORS["step"]}" '
                  f'font-size="9">{svg.esc(label)}<title>{svg.esc(label)}</title></text>']
     body += [_point(x(i), y(v), tip, run) for i, v, tip, run in p.points]
-    return svg.svg(WIDTH, HEIGHT, body, p.title, cls="panel")
+    dense = " dense" if len(p.points) > 120 else ""  # smaller dots (dashboard.css)
+    return svg.svg(WIDTH, HEIGHT, body, p.title, cls="panel" + dense)
 
 
 def _point(cx: float, cy: float, tip: str, run: int | None) -> str:
