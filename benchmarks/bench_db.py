@@ -46,11 +46,13 @@ from compilewatch.db import (
     ingest,
     latest_run,
     metric_history,
+    result_keys,
     results_history,
 )
 from compilewatch.db.engine import create, resolve_url
 from compilewatch.db.migrate import upgrade
 
+TREND_METRICS = ("speedup", "cold_s", "warm_s", "warm_start_s", "graph_breaks", "recompiles")
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 
 
@@ -156,8 +158,14 @@ def bench(url: str, days: int, models: int, samples: int, n_components: int,
                                                  metric="cold_s"),
             "latest_run": lambda: latest_run(db, commit=mid, suite="micro",
                                              fingerprint="f" * 32),
-            # what `compilewatch trends` runs: every result of every nightly, all metrics
-            "results_history(ref=main), the trends query": lambda: results_history(
+            # what `compilewatch trends` runs: the pages (every model config), then each
+            # page's history, one model's year of nightlies
+            "result_keys(ref=main), the pages of trends": lambda: result_keys(db, ref="main"),
+            "results_history, one page (what trends asks)": lambda: results_history(
+                db, ref="main", suite="micro", model="model_042",
+                config_slug="cpu-default-float32-auto", metrics=TREND_METRICS),
+            # the whole year at once (what trends asked before 0004): 36,500 rows to build
+            "results_history(ref=main), every model at once": lambda: results_history(
                 db, ref="main"),
         }
         points = len(metric_history(db, model="model_042", metric="compiled_median_us"))

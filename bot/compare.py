@@ -6,6 +6,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.history.noise import noise_bands
 from compilewatch.bot.history.sides import load_side, results_root
 from compilewatch.bot.judge.comparison import Comparison
@@ -75,7 +76,9 @@ def compare_command(req: CompareRequest) -> tuple[Comparison, str]:
         roots = {"base": results_root(base, sides["base"]),
                  "head": results_root(head, sides["head"])}
         comparison = relink(comparison, roots, out if out is not None else Path("compare.html"))
-    text = render(comparison, req.fmt, req.report_url, req.trends_url)
+    history = nightly_values(db_url, comparison) if req.fmt == "markdown" else None
+    text = render(comparison, req.fmt, req.report_url, req.trends_url,
+                  (sides["base"], sides["head"]), history)
     if out is not None:
         write_atomic(out, text)
     return comparison, text

@@ -30,6 +30,7 @@ from compilewatch.bot.github.client import (
 )
 from compilewatch.bot.github.outdir import DIAGNOSTICS, FILE_LIMITS, REQUIRED
 from compilewatch.bot.github.sticky import CommentResult, fit_comment, upsert_comment
+from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.history.noise import noise_bands
 from compilewatch.bot.judge.project import compare_with_project
 from compilewatch.bot.render.formats import MARKER, render
@@ -117,8 +118,9 @@ def trusted_render(base: RunResults, head: RunResults, report_url: str | None,
     title = (f"{h.gating} gating regression(s)" if comparison.gating_regression
              else "No gating regression") + f"; {h.regressions} regressed, " \
         f"{h.improvements} improved"
-    return Rendered(render(comparison, "markdown", report_url, trends_url), title,
-                    comparison.gating_regression, MARKER)
+    history = nightly_values(db_url, comparison)  # sparklines: only with a database
+    return Rendered(render(comparison, "markdown", report_url, trends_url, history=history),
+                    title, comparison.gating_regression, MARKER)
 
 
 def validate_outdir(outdir: Path) -> tuple[RunResults, RunResults]:

@@ -30,6 +30,7 @@ from compilewatch.bot.cache.fetch import (
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.github.outdir import DIAGNOSTICS, OUT_FILES
+from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.history.noise import noise_bands_of
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.followup import asker, cold_asker
@@ -374,8 +375,9 @@ def _finish(comparison: Comparison, runs: dict[SideName, RunResults],
     write_outdir(req.out, {
         "base.json": dumps_results(runs["base"]), "head.json": dumps_results(runs["head"]),
         "comparison.json": render(comparison, "json"),
-        "comment.md": render(comparison, "markdown", req.report_url),
-        "report.html": render(comparison, "html")}, stage)
+        "comment.md": render(comparison, "markdown", req.report_url, history=nightly_values(
+            None if req.no_db else req.db_url, comparison)),
+        "report.html": render(comparison, "html", sides=(runs["base"], runs["head"]))}, stage)
     if not req.no_db:
             store_runs(req.db_url, *(runs[s] for s in SIDES))
     return comparison  # the CLI prints it, then raises on a gating regression if asked

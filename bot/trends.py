@@ -15,8 +15,9 @@ from datetime import datetime
 from pathlib import Path
 
 from compilewatch.bot.checkout.git import repository_filter
-from compilewatch.bot.history.dashboard import write_site
+from compilewatch.bot.history.dashboard import PAGE_BUDGET, write_site
 from compilewatch.bot.history.series import load_trends
+from compilewatch.bot.render.sitemap import Links
 from compilewatch.core.errors import NothingMeasured
 from compilewatch.db import RunInfo, connect, list_runs
 
@@ -111,11 +112,12 @@ def _count(n: int, noun: str) -> str:
 def trends_command(*, out: Path, db_url: str | None = None, suite: str | None = None,
                    ref: str | None = "main", trigger: str | None = "nightly",
                    since: datetime | None = None, repo: str | None = None,
-                   allow_empty: bool = False) -> TrendsReport:
+                   allow_empty: bool = False, report_url: str | None = None) -> TrendsReport:
     """Load the history from the database and write the dashboard into ``out``.
 
     No matching run raises ``NothingMeasured`` saying why (nothing is written), unless
     ``allow_empty``: then the empty dashboard is written and the reason is the warning.
+    ``report_url``: where a run's report is, ``{run_id}`` in it replaced (points link to it).
     """
     filters = Filters(ref=ref, trigger=trigger, suite=suite, since=since,
                       repository=repository_filter(repo))
@@ -127,12 +129,19 @@ def trends_command(*, out: Path, db_url: str | None = None, suite: str | None = 
     if why is not None and not allow_empty:
         raise NothingMeasured(f"{why}; nothing written (pass --allow-empty to write an empty "
                               "dashboard anyway)")
-    index = write_site(trends, out)
+    repository = trends.repositories[0] if len(trends.repositories) == 1 else None
+    site = write_site(trends, out, Links.for_repository(repository, report_url))
+    index = site.index
     n_models = sum(len(s.models) for s in trends.suites)
     n_steps = sum(len(m.steps) for s in trends.suites for m in s.models)
     summary = (f"compilewatch: wrote {index} ({_count(len(trends.suites), 'suite')}, "
-               f"{_count(n_models, 'model config')}, {_count(n_steps, 'model step')})")
+               f"{_count(n_models, 'model config')}, {_count(n_steps, 'model step')}; "
+               f"{_count(site.pages, 'page')}, the largest {site.largest_page / 1024:.0f} KiB)")
     warning = f"compilewatch: {why}" if why else None
+    if site.largest_page > PAGE_BUDGET:
+        warning = (f"compilewatch: the largest page is {site.largest_page / 1024:.0f} KiB, over "
+                   f"the {PAGE_BUDGET // 1024} KiB budget (docs/trends.md); --since shortens "
+                   "the history drawn")
     if filters.repository is None and len(trends.repositories) > 1:
         names = ", ".join(r or "(none recorded)" for r in trends.repositories)
         warning = (f"compilewatch: runs of {len(trends.repositories)} repositories are drawn "

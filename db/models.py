@@ -54,6 +54,12 @@ SHA = 64
 EAGER, COMPILED = 0, 1  # timing_samples.side
 
 
+# the columns of ix_model_results_history (migration 0004), in its order
+HISTORY_COLUMNS = ("model", "suite", "config_slug", "run_pk", "status", "speedup_ci_low",
+                   "speedup_ci_high", "speedup", "compiled_median_us", "cold_s", "warm_s",
+                   "warm_start_s", "graph_break_count", "recompile_count")
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
@@ -159,6 +165,8 @@ class ModelResultRow(Base):
         UniqueConstraint("run_pk", "suite", "model", "config_slug",
                          name="uq_model_results_ident"),
         Index("ix_model_results_model", "model", "suite", "config_slug"),
+        # covers what results_history (the trends query) reads: no payload page is touched
+        Index("ix_model_results_history", *HISTORY_COLUMNS),
     )
 
 

@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Select, func, select
 
@@ -254,9 +255,9 @@ def suite_history(db: Database, *, suite: str, config_slug: str | None = None,
             for (t, c, rid), st, sp in per_run.values()]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResultPoint:
-    """One stored result with every metric of ``METRICS`` (None where not measured)."""
+    """One stored result with the metrics asked for (None where not measured)."""
 
     time: datetime
     commit: str | None
@@ -267,31 +268,74 @@ class ResultPoint:
     status: str
     metrics: dict[str, float | None]
     repository: str | None = None
+    pr: int | None = None
+    speedup_ci: tuple[float, float] | None = None  # the speedup's interval, where measured
 
 
-def results_history(db: Database, *, suite: str | None = None, ref: str | None = None,
-                    trigger: str | None = "nightly", since: datetime | None = None,
-                    repository: str | None = None) -> list[ResultPoint]:
-    """Every result of the matching runs, all metrics at once, oldest run first.
-
-    Trends draw every model and metric; one query instead of one per (model, metric) keeps a
-    dashboard of hundreds of models to a single round trip.
-    """
-    names = list(METRICS)
-    stmt = (select(R.c.started_at, R.c.commit, R.c.run_id, MR.c.suite, MR.c.model,
-                   MR.c.config_slug, MR.c.status, R.c.repository, *METRICS.values())
-            .join(R, R.c.id == MR.c.run_pk)
-            .order_by(R.c.started_at, R.c.id, MR.c.suite, MR.c.model, MR.c.config_slug))
-    for col, want in ((MR.c.suite, suite), (R.c.ref, ref), (R.c.trigger, trigger),
-                      (R.c.repository, repository)):
+def _history_runs(db: Database, *, ref: str | None, trigger: str | None,
+                  since: datetime | None, repository: str | None) -> Select:
+    stmt = select(R.c.id, R.c.started_at, R.c.commit, R.c.run_id, R.c.repository, R.c.pr)
+    for col, want in ((R.c.ref, ref), (R.c.trigger, trigger), (R.c.repository, repository)):
         if want is not None:
             stmt = stmt.where(col == want)
     if since is not None:
         stmt = stmt.where(R.c.started_at >= since)
+    return stmt
+
+
+def result_keys(db: Database, *, suite: str | None = None, ref: str | None = None,
+                trigger: str | None = "nightly", since: datetime | None = None,
+                repository: str | None = None) -> list[tuple[str, str, str]]:
+    """(suite, model, config slug) of every result of the matching runs, sorted: the pages of
+    a dashboard, each then read with ``results_history(..., model=, config_slug=)``."""
+    runs = _history_runs(db, ref=ref, trigger=trigger, since=since, repository=repository)
+    stmt = (select(MR.c.suite, MR.c.model, MR.c.config_slug).distinct()
+            .where(MR.c.run_pk.in_(runs.with_only_columns(R.c.id)))
+            .order_by(MR.c.suite, MR.c.model, MR.c.config_slug))
+    if suite is not None:
+        stmt = stmt.where(MR.c.suite == suite)
     with db.read() as conn:
-        rows = conn.execute(stmt).all()
-    return [ResultPoint(time=r[0], commit=r[1], run_id=r[2], suite=r[3], model=r[4],
-                        config_slug=r[5], status=r[6], repository=r[7],
-                        metrics={n: None if v is None else float(v)
-                                 for n, v in zip(names, r[8:], strict=True)})
-            for r in rows]
+        return [(s, m, c) for s, m, c in conn.execute(stmt)]
+
+
+def results_history(db: Database, *, suite: str | None = None, ref: str | None = None,
+                    trigger: str | None = "nightly", since: datetime | None = None,
+                    repository: str | None = None, model: str | None = None,
+                    config_slug: str | None = None,
+                    metrics: Sequence[str] | None = None) -> list[ResultPoint]:
+    """Every result of the matching runs (of one model with ``model``, one config with
+    ``config_slug``), the ``metrics`` asked for (default: every metric of ``METRICS``) at
+    once, oldest run first.
+
+    ``trends`` asks once per page: one model's year of nightlies is 365 rows, read through
+    ``ix_model_results_history`` (migration 0004), which leads with the model and covers every
+    column read here, so neither backend touches the large ``payload`` rows. A whole year of
+    a 100-model suite at once is 36,500 rows, and building them is most of its cost
+    (docs/storage.md has both timings).
+    """
+    names = list(METRICS) if metrics is None else list(metrics)
+    cols = [_column(n) for n in names]
+    runs = _history_runs(db, ref=ref, trigger=trigger, since=since, repository=repository)
+    stmt = (select(MR.c.run_pk, MR.c.suite, MR.c.model, MR.c.config_slug, MR.c.status,
+                   MR.c.speedup_ci_low, MR.c.speedup_ci_high, *cols)
+            .where(MR.c.run_pk.in_(runs.with_only_columns(R.c.id))))
+    for col, want in ((MR.c.suite, suite), (MR.c.model, model),
+                      (MR.c.config_slug, config_slug)):
+        if want is not None:
+            stmt = stmt.where(col == want)
+    stmt = stmt.order_by(MR.c.run_pk, MR.c.suite, MR.c.model, MR.c.config_slug)
+    with db.read() as conn:
+        run_rows = conn.execute(runs.order_by(R.c.started_at, R.c.id)).all()
+        per_run: dict[int, list[Any]] = {r.id: [] for r in run_rows}
+        for row in conn.execute(stmt):
+            per_run[row[0]].append(row)
+    return [_point(run, row, names) for run in run_rows for row in per_run[run.id]]
+
+
+def _point(run: Any, r: Any, names: list[str]) -> ResultPoint:
+    low, high = r[5], r[6]
+    return ResultPoint(run.started_at, run.commit, run.run_id, r[1], r[2], r[3], r[4],
+                       {n: None if v is None else float(v)
+                        for n, v in zip(names, r[7:], strict=True)},
+                       run.repository, run.pr,
+                       None if low is None or high is None else (float(low), float(high)))

@@ -313,7 +313,8 @@ def baseline_update_cmd(**kwargs: Any) -> None:
 
 @main.command("trends")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Directory to write the dashboard into (index.html, charts, model pages).")
+              help="Directory to write the dashboard into (index.html, model pages, "
+                   "regressions.html).")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
 @click.option("--suite", default=None, help="Only this suite. Default: every suite.")
 @click.option("--ref", default="main", show_default=True,
@@ -330,12 +331,16 @@ def baseline_update_cmd(**kwargs: Any) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Write an empty dashboard (exit 0) when no run matches, instead of "
                    "failing with what the stored runs hold.")
+@click.option("--report-url", default=None,
+              help="Where each run's report is published, with {run_id} in it; a chart's "
+                   "points link there (and to the commit and PR on GitHub).")
 @handle_errors
 def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
     """Draw the trend of every metric per suite and model, with its steps, as a static site.
 
-    Charts (PNG and SVG) of geomean speedup, cold and warm compile time, graph breaks,
-    recompiles and pass rate; change points are detected and marked (docs/trends.md).
+    Charts (inline SVG, one point per run in commit order, hover and links) of geomean
+    speedup, cold and warm compile time, graph breaks, recompiles and pass rate; change points
+    are detected and marked, and regressions.html lists every step (docs/trends.md).
     By default only nightlies of main are drawn; runs of `compilewatch run` have trigger
     local. When no run matches, the command fails naming the filter that excluded them.
 

@@ -1,75 +1,140 @@
-"""Draw trend series with matplotlib, headless: one figure of small panels, PNG and SVG.
+"""Trend panels as inline SVG: one panel per metric with data, x the commit order of the branch.
 
-Each panel is one metric over the nights; a detected step is a dashed vertical line at its night,
-annotated with the commit, and each segment between steps carries its mean as a flat line.
+Each point is a run in the order the branch's runs were measured; its hover text (an SVG
+``<title>``) is the value, its interval where there is one, the commit, the PR and the date
+(UTC),
+and its ``data-i`` indexes the page's list of runs, whose links (the run's report, the commit)
+the page's small script shows on click. A step is a dashed red line before its first run at
+the new level, labelled with the commit that introduced it; each segment's mean is a flat
+orange line. Counts are drawn on integer axes.
+
+``panel_data`` is the chart as data (pinned by golden files); ``draw_panel`` draws it.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+
+from markupsafe import Markup
 
 from compilewatch.bot.history.series import Series
+from compilewatch.bot.render import svg
 
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
-STEP_COLOR, LINE_COLOR, MEAN_COLOR = "#d62728", "#1f77b4", "#ff7f0e"
-
-
-def _pyplot():  # type: ignore[no-untyped-def]
-    """pyplot on the Agg backend, chosen here and not at import: no display, no side effects."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+WIDTH, HEIGHT = 420, 210
+LEFT, RIGHT, TOP, BOTTOM = 54, 12, 26, 38
 
 
-def _segment_means(ax: Axes, s: Series) -> None:
+@dataclass(frozen=True)
+class PanelData:
+    """One panel: its points (x index, value, hover text, run index), its steps and means."""
+
+    title: str
+    integer: bool
+    y_ticks: tuple[float, ...]
+    y_range: tuple[float, float]
+    points: tuple[tuple[int, float, str, int | None], ...]
+    steps: tuple[tuple[int, str], ...]  # (index of the first run at the new level, label)
+    means: tuple[tuple[int, int, float], ...]  # (first index, last index, mean)
+    x_labels: tuple[tuple[int, str, str], ...]  # (index, short commit, month-day)
+
+
+def hover(s: Series, i: int) -> str:
+    """A point's hover text: value, interval, commit, PR and date."""
+    info = s.info(i)
+    unit = f" {s.unit}" if s.unit and s.unit != "×" else s.unit
+    value = f"{s.values[i]:.0f}" if s.integer else f"{s.values[i]:.4g}"
+    parts = [f"{value}{unit}"]
+    if info.interval is not None:
+        parts.append(f"{svg.fmt(info.interval[0])}–{svg.fmt(info.interval[1])}")
+    parts.append(f"commit {(s.commits[i] or '?')[:8]}")
+    if info.pr is not None:
+        parts.append(f"PR #{info.pr}")
+    parts.append(s.times[i].strftime("%Y-%m-%d %H:%M"))
+    return " · ".join(parts)
+
+
+def _means(s: Series) -> tuple[tuple[int, int, float], ...]:
     bounds = [0, *(st.night for st in s.steps), len(s.values)]
-    for a, b in itertools.pairwise(bounds):
-        seg = s.values[a:b]
-        mean = sum(seg) / len(seg)
-        ax.hlines(mean, s.times[a], s.times[b - 1], colors=MEAN_COLOR, linewidth=2, alpha=0.8)
+    return tuple((a, b - 1, sum(s.values[a:b]) / (b - a)) for a, b in itertools.pairwise(bounds)
+                 if b > a)
 
 
-def draw_panel(ax: Axes, s: Series) -> None:
-    ax.set_title(s.label + (f" ({s.unit})" if s.unit else ""), fontsize=9, loc="left")
-    ax.tick_params(labelsize=7)
-    ax.grid(True, alpha=0.3)
-    if not s.values:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        return
-    ax.plot(s.times, s.values, marker="o", markersize=3, color=LINE_COLOR, linewidth=1)
-    _segment_means(ax, s)
-    for st in s.steps:
-        ax.axvline(st.time, color=STEP_COLOR, linestyle="--", linewidth=1.2)
-        ax.annotate(f"step {(st.commit or '?')[:8]}", xy=(st.time, 1.0),
-                    xycoords=("data", "axes fraction"), xytext=(3, -10),
-                    textcoords="offset points", fontsize=7, color=STEP_COLOR)
+def _x_labels(s: Series, n: int = 5) -> tuple[tuple[int, str, str], ...]:
+    count = len(s.values)
+    idx = sorted({round(k * (count - 1) / (n - 1)) for k in range(n)}) if count > 1 else [0]
+    return tuple((i, (s.commits[i] or "?")[:7], s.times[i].strftime("%m-%d")) for i in idx)
 
 
-def draw(series: Sequence[Series], stem: Path, title: str, cols: int = 3) -> list[Path]:
-    """Write ``stem``.png and ``stem``.svg with one panel per series; return both paths."""
-    plt = _pyplot()
-    rows = -(-len(series) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False,
-                             layout="constrained")
-    for ax, s in zip(axes.flat, series, strict=False):
-        draw_panel(ax, s)
-    for ax in list(axes.flat)[len(series):]:
-        ax.set_visible(False)
-    fig.suptitle(title, fontsize=11)
-    fig.autofmt_xdate()
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    try:
-        fig.savefig(paths[0], dpi=80)
-        fig.savefig(paths[1])
-    finally:
-        plt.close(fig)
-    return paths
+def panel_data(s: Series, run_index: dict[str, int] | None = None) -> PanelData:
+    """The panel of one series (``run_index``: run id -> its index in the page's run list)."""
+    lo, hi = _y_range(s)
+    ticks = svg.nice_ticks(lo, hi, 4, integer=s.integer)
+    lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
+    runs = run_index or {}
+    points = tuple((i, v, hover(s, i), runs.get(s.info(i).run_id or ""))
+                   for i, v in enumerate(s.values))
+    steps = tuple((st.night, f"step {(st.commit or '?')[:8]} {_pct(st.rel_change)}")
+                  for st in s.steps)
+    title = s.label + (f" ({s.unit})" if s.unit else "")
+    return PanelData(title=title, integer=s.integer, y_ticks=tuple(ticks), y_range=(lo, hi),
+                     points=points, steps=steps, means=_means(s), x_labels=_x_labels(s))
+
+
+def _y_range(s: Series) -> tuple[float, float]:
+    """Counts from zero to at least one (a constant 0 is not drawn on -1..1), with a margin
+    that holds no tick; other metrics around their values."""
+    if not s.integer:
+        return svg.padded(s.values)
+    lo, hi = min(0.0, *s.values), max(1.0, *s.values)
+    margin = (hi - lo) * 0.08
+    return lo - margin, hi + margin
+
+
+def _pct(v: float | None) -> str:
+    return "" if v is None else f"{v:+.1%}"
+
+
+def draw_panel(p: PanelData) -> Markup:
+    """The panel as an ``<svg>`` element."""
+    n = max(len(p.points), 1)
+    x = svg.Scale(-0.5, n - 0.5, LEFT, WIDTH - RIGHT)
+    y = svg.Scale(p.y_range[0], p.y_range[1], HEIGHT - BOTTOM, TOP)
+    body = [svg.text(LEFT - 44, 15, p.title, size=12, weight="600")]
+    body += svg.y_axis(y, p.y_ticks, LEFT, WIDTH - RIGHT)
+    last = p.x_labels[-1][0] if p.x_labels else 0
+    for i, label, day in p.x_labels:
+        anchor = "start" if i == 0 and last else "end" if i == last and last else "middle"
+        body += [svg.text(x(i), HEIGHT - BOTTOM + 12, label, anchor=anchor, color="#57606a",
+                          size=9),
+                 svg.text(x(i), HEIGHT - BOTTOM + 22, day, anchor=anchor, color="#8c959f",
+                          size=8)]
+    body.append(svg.text((LEFT + WIDTH - RIGHT) / 2, HEIGHT - 4,
+                         "commits in order, oldest left", anchor="middle", color="#57606a",
+                         size=9))
+    for a, b, mean in p.means:
+        body.append(svg.line(x(a - 0.4), y(mean), x(b + 0.4), y(mean), svg.COLORS["mean"],
+                             width=2))
+    coords = " ".join(f"{x(i)},{y(v)}" for i, v, _, _ in p.points)
+    body.append(f'<polyline points="{coords}" fill="none" stroke="{svg.COLORS["line"]}" '
+                'stroke-width="1"/>')
+    for night, label in p.steps:
+        sx = x(night - 0.5)
+        body += [svg.line(sx, TOP, sx, HEIGHT - BOTTOM, svg.COLORS["step"], width=1.2,
+                          dash="4 3"),
+                 f'<text class="step" x="{sx + 3}" y="{TOP + 9}" fill="{svg.COLORS["step"]}" '
+                 f'font-size="9">{svg.esc(label)}<title>{svg.esc(label)}</title></text>']
+    body += [_point(x(i), y(v), tip, run) for i, v, tip, run in p.points]
+    dense = " dense" if len(p.points) > 120 else ""  # smaller dots (dashboard.css)
+    return svg.svg(WIDTH, HEIGHT, body, p.title, cls="panel" + dense)
+
+
+def _point(cx: float, cy: float, tip: str, run: int | None) -> str:
+    data = f' data-i="{run}"' if run is not None else ""
+    return f'<circle cx="{cx}" cy="{cy}" r="2.5"{data}><title>{svg.esc(tip)}</title></circle>'
+
+
+def panels(series: Sequence[Series], run_index: dict[str, int] | None = None) -> list[Markup]:
+    """A panel for every series that has data (none for a metric never measured)."""
+    return [draw_panel(panel_data(s, run_index)) for s in series if s.values]

@@ -1,26 +1,32 @@
-"""Write the static trend dashboard: charts, an index, a page per model, and trends.json.
+"""Write the static trend dashboard: an index, a page per model, a regressions page, trends.json.
 
-The site is self-contained (CSS inlined, charts as files beside the pages, no scripts, nothing
+The site is self-contained (CSS, charts as inline SVG and a small script inlined, nothing
 fetched) so it can be opened from disk or served by GitHub Pages. Paths follow
-bot/render/sitemap.py.
+bot/render/sitemap.py. Each page carries the list of its runs (commit, date, PR, links) once,
+as JSON; a point's ``data-i`` indexes it, and the script shows that run's links on click.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from compilewatch.bot.history import charts
-from compilewatch.bot.history.series import ModelTrend, Trends
+from compilewatch.bot.history.regressions import all_steps
+from compilewatch.bot.history.series import ModelTrend, Series, Trends
 from compilewatch.bot.render import sitemap
+from compilewatch.bot.render.sitemap import Links
 from compilewatch.core.files import write_atomic
+
+PAGE_BUDGET = 400 * 1024  # bytes per page: a year of nightlies of one model fits (docs/trends.md)
 
 
 @cache
@@ -30,7 +36,7 @@ def _env() -> Environment:
     env.filters.update(num=_num, pct=lambda v: "—" if v is None else f"{v:+.1%}",
                        day=lambda t: t.strftime("%Y-%m-%d"), short=lambda c: (c or "?")[:10],
                        passing=lambda v: "—" if v is None else ("yes" if v >= 1 else "no"))
-    env.globals.update(model_page=sitemap.model_page, suite_chart=sitemap.suite_chart)
+    env.globals.update(model_page=sitemap.model_page)
     return env
 
 
@@ -45,38 +51,105 @@ def _rel(target: str, page: str) -> str:
     return os.path.relpath(target, os.path.dirname(page) or ".").replace(os.sep, "/")
 
 
-def _model_page(out: Path, m: ModelTrend, generated: str) -> None:
+def run_list(series: tuple[Series, ...], links: Links) -> tuple[list[dict[str, Any]],
+                                                               dict[str, int]]:
+    """Every run drawn in ``series`` once, in order, with its links; and run id -> index."""
+    runs: dict[str, dict[str, Any]] = {}
+    for s in series:
+        for i, t in enumerate(s.times):
+            info = s.info(i)
+            if info.run_id is None or info.run_id in runs:
+                continue
+            commit = s.commits[i]
+            runs[info.run_id] = {
+                "commit": commit, "date": t.strftime("%Y-%m-%d %H:%M"),
+                "pr": info.pr,
+                "report": _fill(links.report, "{run_id}", info.run_id),
+                "commit_url": _fill(links.commit, "{commit}", commit),
+                "pr_url": _fill(links.pr, "{pr}", info.pr)}
+    order = sorted(runs, key=lambda r: runs[r]["date"])
+    return [runs[r] for r in order], {r: i for i, r in enumerate(order)}
+
+
+def _fill(template: str | None, key: str, value: object) -> str | None:
+    return None if template is None or value is None else template.replace(key, str(value))
+
+
+def _json_script(data: object) -> Markup:
+    """JSON safe inside a ``<script type="application/json">``: no ``<`` can close it."""
+    text = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
+    return Markup(text.replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def _charts(series: tuple[Series, ...], links: Links) -> tuple[list[Markup], Markup]:
+    runs, index = run_list(series, links)
+    return charts.panels(series, index), _json_script(runs)
+
+
+def _model_page(out: Path, m: ModelTrend, generated: str, links: Links) -> int:
     page = sitemap.model_page(m.suite, m.model, m.config)
-    stem = page.removesuffix(".html")
-    charts.draw(m.series, out / stem, f"{m.model} · {m.suite} · {m.config}")
-    chart = Path(stem).name
+    panels, runs = _charts(m.series, links)
     html = _env().get_template("model.html.j2").render(
-        m=m, png=chart + ".png", svg=chart + ".svg", index=_rel("index.html", page),
-        generated=generated)
+        m=m, panels=panels, runs=runs, index=_rel("index.html", page),
+        regressions=_rel("regressions.html", page), generated=generated)
     write_atomic(out / page, html)
+    return len(html.encode())
 
 
-def render_index(trends: Trends, generated: str) -> str:
+def render_index(trends: Trends, generated: str, links: Links | None = None) -> str:
     """The dashboard's index page (``generated``: the time shown as the page's date)."""
-    return _env().get_template("dashboard.html.j2").render(t=trends, generated=generated)
+    suites = [(s, *_charts(s.series, links or Links())) for s in trends.suites]
+    return _env().get_template("dashboard.html.j2").render(t=trends, suites=suites,
+                                                           generated=generated)
 
 
-def write_site(trends: Trends, out: Path) -> Path:
-    """Draw every chart, write every page; return the index."""
+def render_regressions(trends: Trends, generated: str, links: Links | None = None) -> str:
+    """Every step found, newest first, with filters by suite, model, metric and size."""
+    return _env().get_template("regressions.html.j2").render(
+        t=trends, steps=all_steps(trends, links or Links()), generated=generated)
+
+
+@dataclass(frozen=True)
+class SiteReport:
+    index: Path
+    pages: int
+    largest_page: int  # bytes
+
+
+def write_site(trends: Trends, out: Path, links: Links | None = None) -> SiteReport:
+    """Write every page; return the index and the pages' count and largest size."""
+    if links is None:
+        links = Links.for_repository(trends.repositories[0] if len(trends.repositories) == 1
+                                     else None)
     out.mkdir(parents=True, exist_ok=True)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    for s in trends.suites:
-        charts.draw(s.series, out / sitemap.suite_chart(s.suite), f"suite {s.suite}")
-        for m in s.models:
-            _model_page(out, m, generated)
-    write_atomic(out / "trends.json", json.dumps(to_data(trends), indent=1, default=str))
-    index = out / "index.html"
-    write_atomic(index, render_index(trends, generated))
-    return index
+    sizes = [_model_page(out, m, generated, links) for s in trends.suites for m in s.models]
+    write_atomic(out / "trends.json", json.dumps(to_data(trends), separators=(",", ":"),
+                                                default=str))
+    for name, html in (("regressions.html", render_regressions(trends, generated, links)),
+                       ("index.html", render_index(trends, generated, links))):
+        write_atomic(out / name, html)
+        sizes.append(len(html.encode()))
+    return SiteReport(out / "index.html", len(sizes), max(sizes))
+
+
+def _series_data(s: Series) -> dict[str, Any]:
+    """One series, column by column (a year of a model is 365 values, not 365 objects)."""
+    return {"metric": s.metric, "label": s.label, "unit": s.unit,
+            "times": [t.isoformat() for t in s.times], "commits": list(s.commits),
+            "values": list(s.values), "runs": [p.run_id for p in s.points],
+            "prs": [p.pr for p in s.points],
+            "intervals": [list(p.interval) if p.interval else None for p in s.points],
+            "steps": [{**asdict(st), "time": st.time.isoformat()} for st in s.steps]}
 
 
 def to_data(trends: Trends) -> dict[str, Any]:
     """The dashboard as data: every series with its points and steps (times as ISO strings)."""
     return {"ref": trends.ref, "trigger": trends.trigger,
             "repositories": list(trends.repositories),
-            "suites": [asdict(s) for s in trends.suites]}
+            "suites": [{"suite": s.suite, "runs": s.runs, "dates": s.dates,
+                        "series": [_series_data(x) for x in s.series],
+                        "models": [{"suite": m.suite, "model": m.model, "config": m.config,
+                                    "series": [_series_data(x) for x in m.series]}
+                                   for m in s.models]}
+                       for s in trends.suites]}

@@ -1,7 +1,7 @@
 """The data of the dashboard: nightly series per suite and per model, with their steps.
 
-Pulled from the database in one query (``results_history``); no drawing and no I/O beyond it, so
-charts, HTML and JSON all render the same ``Trends`` object.
+Pulled from the database one model at a time (``results_history``, one query per page); no
+drawing and no I/O beyond it, so charts, HTML and JSON all render the same ``Trends`` object.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime
 from compilewatch.bot.history.changepoints import Step, detect_steps
 from compilewatch.core.estimates import geomean
 from compilewatch.core.schema import Status
-from compilewatch.db import Database, ResultPoint, results_history
+from compilewatch.db import Database, ResultPoint, result_keys, results_history
 
 # metric key -> (label, unit); the order is the order of the panels
 METRICS: dict[str, tuple[str, str]] = {
@@ -26,6 +26,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "recompiles": ("recompiles", ""),
     "pass_rate": ("pass rate", ""),
 }
+# what load_trends asks the database for (pass_rate comes from the status)
+QUERIED = tuple(k for k in METRICS if k != "pass_rate")
 # metric key -> the header of its column in the dashboard's model table
 COLUMNS: dict[str, str] = {
     "speedup": "speedup", "cold_s": "cold (s)", "warm_s": "warm (s)",
@@ -51,6 +53,18 @@ class TrendStep:
 
 
 @dataclass(frozen=True)
+class PointInfo:
+    """What a point's hover text and link say beyond its time, commit and value."""
+
+    run_id: str | None = None
+    pr: int | None = None
+    interval: tuple[float, float] | None = None
+
+
+INTEGER_METRICS = frozenset({"graph_breaks", "recompiles"})
+
+
+@dataclass(frozen=True)
 class Series:
     metric: str
     label: str
@@ -59,6 +73,16 @@ class Series:
     commits: tuple[str | None, ...]
     values: tuple[float, ...]
     steps: tuple[TrendStep, ...]
+    points: tuple[PointInfo, ...] = ()  # one per value when known
+
+    @property
+    def integer(self) -> bool:
+        """Counts (and a model's pass, 1 or 0) are drawn on an integer axis."""
+        return self.metric in INTEGER_METRICS or (
+            self.metric == "pass_rate" and all(v in (0.0, 1.0) for v in self.values))
+
+    def info(self, i: int) -> PointInfo:
+        return self.points[i] if i < len(self.points) else PointInfo()
 
     @property
     def latest(self) -> float | None:
@@ -116,13 +140,13 @@ class Trends:
 
 
 def make_series(metric: str, points: Sequence[tuple[datetime, str | None, float]],
-                label: str | None = None) -> Series:
+                label: str | None = None, info: Sequence[PointInfo] = ()) -> Series:
     """A series in time order with its steps detected and placed on their nights."""
     times, commits, values = (tuple(c) for c in zip(*points, strict=True)) if points else ((),) * 3
     steps = [_place(s, times, commits) for s in detect_steps(values)]
     name, unit = METRICS[metric]
     return Series(metric=metric, label=label or name, unit=unit, times=times, commits=commits,
-                  values=values, steps=tuple(steps))
+                  values=values, steps=tuple(steps), points=tuple(info))
 
 
 def _place(step: Step, times: Sequence[datetime], commits: Sequence[str | None]) -> TrendStep:
@@ -139,8 +163,10 @@ def _value(r: ResultPoint, metric: str) -> float | None:
 def _model_trend(key: tuple[str, str, str], rows: list[ResultPoint]) -> ModelTrend:
     series = []
     for metric in METRICS:
-        pts = [(r.time, r.commit, v) for r in rows if (v := _value(r, metric)) is not None]
-        series.append(make_series(metric, pts))
+        kept = [(r, v) for r in rows if (v := _value(r, metric)) is not None]
+        info = [PointInfo(r.run_id, r.pr, r.speedup_ci if metric == "speedup" else None)
+                for r, _ in kept]
+        series.append(make_series(metric, [(r.time, r.commit, v) for r, v in kept], info=info))
     return ModelTrend(*key, series=tuple(series))
 
 
@@ -158,12 +184,14 @@ def _suite_trend(suite: str, rows: list[ResultPoint]) -> SuiteTrend:
         runs[r.run_id].append(r)
     series = []
     for metric in METRICS:
-        pts = []
+        pts: list[tuple[datetime, str | None, float]] = []
+        info: list[PointInfo] = []
         for run_rows in runs.values():
             vals = [v for r in run_rows if (v := _value(r, metric)) is not None]
             if (agg := AGGREGATES[metric](vals)) is not None:
                 pts.append((run_rows[0].time, run_rows[0].commit, agg))
-        series.append(make_series(metric, pts, SUITE_LABELS.get(metric)))
+                info.append(PointInfo(run_rows[0].run_id, run_rows[0].pr))
+        series.append(make_series(metric, pts, SUITE_LABELS.get(metric), info))
     by_model: dict[tuple[str, str, str], list[ResultPoint]] = defaultdict(list)
     for r in rows:
         by_model[(r.suite, r.model, r.config_slug)].append(r)
@@ -177,12 +205,15 @@ def load_trends(db: Database, *, suite: str | None = None, ref: str | None = "ma
                 trigger: str | None = "nightly", since: datetime | None = None,
                 repository: str | None = None) -> Trends:
     """Every suite's and model's nightly series (by default: nightlies of main, of every
-    repository the database holds)."""
-    rows = results_history(db, suite=suite, ref=ref, trigger=trigger, since=since,
-                           repository=repository)
+    repository the database holds), read one model (one page) at a time."""
+    where = {"ref": ref, "trigger": trigger, "since": since, "repository": repository}
     per_suite: dict[str, list[ResultPoint]] = defaultdict(list)
-    for r in rows:
-        per_suite[r.suite].append(r)
+    for s, model, config in result_keys(db, suite=suite, **where):
+        per_suite[s] += results_history(db, suite=s, model=model, config_slug=config,
+                                        metrics=QUERIED, **where)
+    for rows in per_suite.values():  # in run order, as one query over the suite returns them
+        rows.sort(key=lambda r: r.time)
+    rows = [r for rs in per_suite.values() for r in rs]
     return Trends(ref=ref, trigger=trigger,
                   suites=tuple(_suite_trend(s, rs) for s, rs in sorted(per_suite.items())),
                   repositories=tuple(sorted({r.repository or "" for r in rows})),

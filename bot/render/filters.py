@@ -220,5 +220,6 @@ def row_count(c: Comparison) -> int:
 FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
            "rate": rate, "label": label, "icon": icon, "band": band}
 GLOBALS = {"reasons": reasons, "detailed": detailed, "gating": gating,
-           "verdict_label": verdict_label, "input_runs": input_runs, "collapse": collapse,
+           "verdict_label": verdict_label, "gating_findings": gating_findings,
+           "input_runs": input_runs, "collapse": collapse,
            **FILTERS}

@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urljoin
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from compilewatch.bot.judge.comparison import Comparison
+from compilewatch.bot.judge.comparison import Comparison, ModelRow
 from compilewatch.bot.judge.host import run_note
 from compilewatch.bot.judge.verdicts import shown_per_call
-from compilewatch.bot.render import filters, run_table, sitemap
+from compilewatch.bot.render import filters, plots, run_table, sitemap
 from compilewatch.bot.render.comparison_table import render_table
 from compilewatch.bot.render.escape import headline, md_code, md_escape, shorten
 from compilewatch.bot.render.run_table import disagrees
+from compilewatch.bot.render.sparkline import sparkline
 from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import geomean
 from compilewatch.core.schema import RunResults, Status
@@ -41,6 +43,8 @@ FEW_ITEMS = 3  # when models would be cut to fit with ITEMS_PER_MODEL
 _URL = re.compile(r"^https?://[^\s<>\"'`\\]+$")
 
 TrendUrl = Callable[[str], str] | str | None
+# (suite, model, config slug) -> (the metric's name, its last nightly values)
+History = Mapping[tuple[str, str, str], tuple[str, Sequence[float]]]
 Format = Literal["markdown", "html", "json", "table"]
 
 
@@ -103,34 +107,74 @@ def _trend_link(trend_url: TrendUrl) -> Callable[..., Markup | None]:
     return link
 
 
+def _diagnostic_link(report_url: str | None) -> Callable[[str, str], Markup | None]:
+    """A diagnostic's link beside the published report (its path is relative to the report's
+    folder); None without a report URL, or for a path that is not a plain relative one."""
+
+    def link(what: str, path: str) -> Markup | None:
+        parts = path.split("/")
+        if report_url is None or path.startswith("/") or ".." in parts or "\\" in path \
+                or ":" in path:
+            return None
+        url = urljoin(report_url, quote(path, safe="/._-"))
+        return Markup(f"[{md_escape(what)}](<{check_url(url, 'diagnostics URL')}>)")
+
+    return link
+
+
+def _spark(history: History | None) -> Callable[[ModelRow], Markup]:
+    """The row's sparkline of its last nightly values, with what they are ('' without)."""
+
+    def spark(row: ModelRow) -> Markup:
+        name, values = (history or {}).get((row.suite, row.model, row.config), ("", ()))
+        bars = sparkline(values)
+        if not bars:
+            return Markup("")
+        return Markup(f"<br>{bars} <sub>{md_escape(name)}, last {len(bars)} nightlies</sub>")
+
+    return spark
+
+
+@dataclass(frozen=True)
+class _Beside:
+    """What the comment links and draws beside each flagged model."""
+
+    trend_url: TrendUrl = None
+    history: History | None = None
+
+
 def _render_md(comparison: Comparison, limit: int | None, report_url: str | None,
-               trend_url: TrendUrl, per_model: int = ITEMS_PER_MODEL) -> str:
+               beside: _Beside, per_model: int = ITEMS_PER_MODEL) -> str:
     report = Markup(f"[full report](<{report_url}>)") if report_url else None
     return _env("md").get_template("pr_comment.md.j2").render(
         c=comparison, marker=Markup(MARKER), limit=limit, report_link=report,
-        trend=_trend_link(trend_url), comment_limit=COMMENT_LIMIT, per_model=per_model,
+        trend=_trend_link(beside.trend_url), comment_limit=COMMENT_LIMIT, per_model=per_model,
+        spark=_spark(beside.history), diagnostic=_diagnostic_link(report_url),
     )
 
 
 def render_markdown(comparison: Comparison, *, report_url: str | None = None,
-                    trend_url: TrendUrl = None, max_chars: int = COMMENT_LIMIT) -> str:
+                    trend_url: TrendUrl = None, max_chars: int = COMMENT_LIMIT,
+                    history: History | None = None) -> str:
     """The PR comment. Each model's lists show ``ITEMS_PER_MODEL`` entries; over ``max_chars``
     the lists of models are cut (the longest prefix that fits, found by bisection) and a note
     points to the full report. Where models are cut and some model's own lists are long,
     those are shortened to ``FEW_ITEMS`` too if that shows more models, so that a model with
-    huge lists never empties the comment of the others."""
+    huge lists never empties the comment of the others. ``history``: (suite, model, config) ->
+    (metric, its last nightly values), drawn as a sparkline beside each flagged model."""
     if report_url is not None:
         check_url(report_url, "report URL")
-    full = _render_md(comparison, None, report_url, trend_url)
+    beside = _Beside(trend_url, history)
+    full = _render_md(comparison, None, report_url, beside)
     if length(full) <= max_chars:
         return full
-    best, shown = _longest_prefix(comparison, full, max_chars, report_url, trend_url,
+    best, shown = _longest_prefix(comparison, full, max_chars, report_url, beside,
                                   ITEMS_PER_MODEL)
     if shown < filters.row_count(comparison) and filters.longest_list(comparison) > FEW_ITEMS:
-        few = _render_md(comparison, None, report_url, trend_url, FEW_ITEMS)
+        few = _render_md(comparison, None, report_url, beside, FEW_ITEMS)
         if length(few) <= max_chars:
             return few
-        fewer, more = _longest_prefix(comparison, few, max_chars, report_url, trend_url,
+        fewer, more = _longest_prefix(comparison, few, max_chars, report_url, beside,
                                       FEW_ITEMS)
         if more > shown or best is None:
             best, shown = fewer, more
@@ -144,15 +188,15 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None,
 
 
 def _longest_prefix(comparison: Comparison, full: str, max_chars: int, report_url: str | None,
-                    trend_url: TrendUrl, per_model: int) -> tuple[str | None, int]:
+                    beside: _Beside, per_model: int) -> tuple[str | None, int]:
     """The comment with the most entries per list that fits, and that number (-1: none)."""
     rows = filters.row_count(comparison)
-    lo, hi, best = _bracket(comparison, rows, length(full), max_chars, report_url, trend_url,
+    lo, hi, best = _bracket(comparison, rows, length(full), max_chars, report_url, beside,
                             per_model)
     shown = lo - 1 if best is not None else -1
     while lo <= hi:
         mid = (lo + hi) // 2
-        text = _render_md(comparison, mid, report_url, trend_url, per_model)
+        text = _render_md(comparison, mid, report_url, beside, per_model)
         if length(text) <= max_chars:
             best, shown, lo = text, mid, mid + 1
         else:
@@ -161,7 +205,7 @@ def _longest_prefix(comparison: Comparison, full: str, max_chars: int, report_ur
 
 
 def _bracket(comparison: Comparison, rows: int, full: int, max_chars: int,
-             report_url: str | None, trend_url: TrendUrl,
+             report_url: str | None, beside: _Beside,
              per_model: int) -> tuple[int, int, str | None]:
     """Where the longest fitting prefix lies: rows cost about the same each, so the answer is
     near ``rows * room / full``; two renders check a bracket of +-15% around that guess, and
@@ -169,17 +213,21 @@ def _bracket(comparison: Comparison, rows: int, full: int, max_chars: int,
     Returns (lo, hi, the render at lo - 1 when it fits)."""
     guess = int(rows * max_chars / full)
     lo, hi = int(guess * 0.85), min(rows, int(guess * 1.15) + 1)
-    low = _render_md(comparison, lo, report_url, trend_url, per_model)
+    low = _render_md(comparison, lo, report_url, beside, per_model)
     if length(low) > max_chars:
         return 0, lo - 1, None
-    if length(_render_md(comparison, hi, report_url, trend_url, per_model)) <= max_chars:
+    if length(_render_md(comparison, hi, report_url, beside, per_model)) <= max_chars:
         return hi, rows, None
     return lo + 1, hi - 1, low
 
 
-def render_html(comparison: Comparison) -> str:
-    """The full report: one self-contained page (inline CSS and JS, no network)."""
-    return _env("html").get_template("report.html.j2").render(c=comparison)
+def render_html(comparison: Comparison, base: RunResults | None = None,
+                head: RunResults | None = None) -> str:
+    """The full report: one self-contained page (inline CSS and JS, no network). With the
+    sides' results, each model's timing processes and compile phases are drawn too."""
+    forest, charts = plots.comparison_charts(comparison, base, head)
+    return _env("html").get_template("report.html.j2").render(c=comparison, forest=forest,
+                                                              charts=charts)
 
 
 def render_run_html(results: RunResults) -> str:
@@ -203,6 +251,7 @@ def render_run_html(results: RunResults) -> str:
                 else (None, None) for m in models]
     return _env("html").get_template("run.html.j2").render(
         r=results, s=summary, host_note=run_note(results.host), per_call=per_call,
+        charts=plots.run_charts(results),
         disagrees=[disagrees(m) for m in models], legend=run_table.LEGEND, mark=run_table.MARK)
 
 
@@ -228,13 +277,18 @@ def write_step_summary(comparison: Comparison, path: str | os.PathLike[str] | No
 
 
 def render(comparison: Comparison, fmt: Format, report_url: str | None = None,
-           trends_url: str | None = None) -> str:
-    """The comparison in one of the four formats every command offers."""
+           trends_url: str | None = None,
+           sides: tuple[RunResults, RunResults] | None = None,
+           history: History | None = None) -> str:
+    """The comparison in one of the four formats every command offers (``sides``: base's
+    and head's results, which the HTML page draws; ``history``: the flagged models' last
+    nightly values, which the comment draws as sparklines)."""
     if fmt == "markdown":
         trend = sitemap.trend_url_template(trends_url) if trends_url else None
-        return render_markdown(comparison, report_url=report_url, trend_url=trend)
+        return render_markdown(comparison, report_url=report_url, trend_url=trend,
+                               history=history)
     if fmt == "html":
-        return render_html(comparison)
+        return render_html(comparison, *(sides or (None, None)))
     if fmt == "json":
         return render_json(comparison)
     return render_table(comparison)

@@ -1,8 +1,8 @@
 """Where each trend lives in the dashboard: the one stable URL scheme (docs/trends.md).
 
-    index.html                                  every suite, a table of every model
-    suites/<suite>.png|.svg                     a suite's charts
-    models/<suite>/<model>/<config>.html        one model in one config, .png and .svg beside it
+    index.html                                  every suite: its charts, a table of every model
+    regressions.html                            every step found, newest first, with filters
+    models/<suite>/<model>/<config>.html        one model in one config, its charts inline
     trends.json                                 the series and their steps, as data
 
 Names come from results files (untrusted): each path part is kept as is when it is a plain name
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 
@@ -27,15 +28,11 @@ def path_part(name: str) -> str:
     return f"{stem}-{digest}"
 
 
-def suite_chart(suite: str) -> str:
-    return f"suites/{path_part(suite)}"
-
-
 MODEL_PAGE = "models/{suite}/{model}/{config}.html"
 
 
 def model_page(suite: str, model: str, config: str) -> str:
-    """Path of a model's page, relative to the site root (charts: same stem, .png and .svg)."""
+    """Path of a model's page, relative to the site root."""
     return MODEL_PAGE.format(suite=path_part(suite), model=path_part(model),
                              config=path_part(config))
 
@@ -49,3 +46,21 @@ def trend_url_template(base_url: str) -> str:
 def fill(template: str, *, suite: str, model: str, config: str) -> str:
     return (template.replace("{suite}", path_part(suite)).replace("{model}", path_part(model))
             .replace("{config}", path_part(config)))
+
+
+@dataclass(frozen=True)
+class Links:
+    """URL templates of a run's report (``{run_id}``) and of a commit (``{commit}``), and of a
+    pull request (``{pr}``); None: not linked."""
+
+    report: str | None = None
+    commit: str | None = None
+    pr: str | None = None
+
+    @classmethod
+    def for_repository(cls, repository: str | None, report: str | None = None) -> Links:
+        """GitHub's commit and PR pages when the runs name one ``OWNER/NAME``."""
+        if repository and repository.count("/") == 1 and not repository.startswith("/"):
+            base = f"https://github.com/{repository}"
+            return cls(report=report, commit=base + "/commit/{commit}", pr=base + "/pull/{pr}")
+        return cls(report=report)

@@ -72,16 +72,17 @@ def test_trends_command_writes_charts_pages_and_data(db_url: str, tmp_path: Path
     res = CliRunner().invoke(main, ["trends", "--out", str(out), "--db", db_url])
     assert res.exit_code == 0, res.output
     index = (out / "index.html").read_text()
-    for stem in ["suites/micro", model_page("micro", "mlp", SLUG).removesuffix(".html")]:
-        assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert "<svg" in (out / f"{stem}.svg").read_text()
+    assert index.count('<svg class="panel"') == 7  # the suite's panels, inline
+    assert not list(out.rglob("*.png")) and not list(out.rglob("*.svg"))  # no chart files
     day = f"2026-10-{STEP_NIGHT + 1:02d}"
     assert re.search(r"cold_s \+(4[4-9]|5[0-6])\.\d%", index)  # +50 % injected
     assert day in index and NIGHT_COMMITS[STEP_NIGHT][:10] in index
     mlp_page = (out / model_page("micro", "mlp", SLUG)).read_text()
     assert NIGHT_COMMITS[STEP_NIGHT] in mlp_page and day in mlp_page
     assert f'href="{model_page("micro", "mlp", SLUG)}"' in index
-    assert NIGHT_COMMITS[STEP_NIGHT][:8] in (out / "suites/micro.svg").read_text()  # drawn
+    assert f"step {NIGHT_COMMITS[STEP_NIGHT][:8]} +" in mlp_page  # drawn on the cold panel
+    regressions = (out / "regressions.html").read_text()
+    assert regressions.index("cold compile time") < regressions.index("</table>")
     data = json.loads((out / "trends.json").read_text())
     mlp = next(m for m in data["suites"][0]["models"] if m["model"] == "mlp")
     cold = next(s for s in mlp["series"] if s["metric"] == "cold_s")
@@ -278,4 +279,4 @@ def test_the_dashboard_says_nights_only_for_nightly_runs_on_different_dates(
     assert heading == f"{said}, 2 model configs"
     assert ("night" in heading) == said.endswith(("night", "nights"))
     # the summary counts in words that agree with their numbers ("1 suites" once)
-    assert "(1 suite, 2 model configs, 0 model steps)" in res.output
+    assert "(1 suite, 2 model configs, 0 model steps; 4 pages, the largest " in res.output

@@ -23,8 +23,8 @@ def results_file(tmp_path: Path) -> Path:
 def test_upgrade_current_ingest_downgrade(db_url: str, results_file: Path) -> None:
     cli = CliRunner()
     up = cli.invoke(main, ["db", "upgrade", "--db", db_url])
-    assert up.exit_code == 0 and "0003 (head)" in up.output
-    assert "0003 (head)" in cli.invoke(main, ["db", "current", "--db", db_url]).output
+    assert up.exit_code == 0 and "0004 (head)" in up.output
+    assert "0004 (head)" in cli.invoke(main, ["db", "current", "--db", db_url]).output
     first = cli.invoke(main, ["ingest", str(results_file), "--db", db_url])
     assert first.exit_code == 0 and "stored (1 results, 60 timing samples)" in first.output
     second = cli.invoke(main, ["ingest", str(results_file)], env={"COMPILEWATCH_DB": db_url})

@@ -1,0 +1,59 @@
+"""The last nightly values of each flagged model, for the PR comment's sparklines.
+
+Read from the database when one is configured; with none (or a database file that does not
+exist), there is no history and the comment shows none. One query per flagged model: the
+comment flags a handful, the dashboard's query is not needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compilewatch.bot.judge.comparison import Comparison, ModelRow
+from compilewatch.bot.render.sparkline import NIGHTS
+from compilewatch.db import connect, metric_history
+from compilewatch.db.engine import resolve_url
+
+Key = tuple[str, str, str]  # (suite, model, config slug)
+
+
+def _moved(d: object) -> bool:
+    verdict = getattr(d, "verdict", None)
+    return verdict is not None and verdict.value in ("regression", "improvement")
+
+
+def metric_of(row: ModelRow) -> tuple[str, str]:
+    """(stored metric, what it is called) that the row was flagged for: compiled time when it
+    moved or when nothing else did (the yardstick of a compiler change)."""
+    if not _moved(row.compiled_time):
+        for metric, name, delta in (("cold_s", "cold compile", row.cold_compile),
+                                    ("warm_s", "warm compile", row.warm_compile),
+                                    ("graph_breaks", "graph breaks", row.graph_breaks),
+                                    ("recompiles", "recompiles", row.recompiles)):
+            if _moved(delta):
+                return metric, name
+    return "compiled_median_us", "compiled time"
+
+
+def _exists(url: str) -> bool:
+    """A SQLite file that is not there holds no history (and is not created here)."""
+    u = resolve_url(url)
+    return not u.drivername.startswith("sqlite") or Path(u.database or "").is_file()
+
+
+def nightly_values(db_url: str | None, comparison: Comparison, *, ref: str | None = None,
+                   nights: int = NIGHTS) -> dict[Key, tuple[str, tuple[float, ...]]]:
+    """(suite, model, config) -> (metric's name, its newest ``nights`` nightly values) of
+    every flagged row; empty without a configured database."""
+    if db_url is None or not _exists(db_url):
+        return {}
+    out = {}
+    with connect(db_url, must_exist=True) as db:
+        for row in comparison.flagged():
+            metric, name = metric_of(row)
+            points = metric_history(db, model=row.model, metric=metric, suite=row.suite,
+                                    config_slug=row.config, ref=ref)
+            if len(points) >= 2:
+                out[(row.suite, row.model, row.config)] = (
+                    name, tuple(p.value for p in points[-nights:]))
+    return out

@@ -1,0 +1,38 @@
+"""The flagged models' last nightly values come from the database, when one is configured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compilewatch.bot.history.nightly_values import nightly_values
+from compilewatch.bot.judge.verdicts import compare
+from compilewatch.db import connect, ingest
+from tests.factories import model_result, nightly_history, run_results
+
+
+def _comparison():  # type: ignore[no-untyped-def]
+    base = run_results([model_result("mlp", seed=1, cold_s=10.0, cold_processes=3)],
+                       run_id="base-run-0001")
+    head = run_results([model_result("mlp", seed=2, cold_s=30.0, cold_processes=3)],
+                       run_id="head-run-0001")
+    return compare(base, head)
+
+
+def test_the_flagged_metric_s_nightly_values_newest_last(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with connect(url) as db:
+        for run in nightly_history(10, models=("mlp", "convnet"),
+                                   step=("mlp", 7, {"cold_s": 20.0})):
+            ingest(db, run)
+    c = _comparison()
+    ((key, (name, values)),) = nightly_values(url, c).items()
+    assert key == ("micro", "mlp", c.rows[0].config) and name == "cold compile"
+    assert len(values) == 10 and min(values[7:]) > max(values[:7])  # the step, newest last
+    assert len(nightly_values(url, c, nights=4)[key][1]) == 4
+
+
+def test_no_database_no_history(tmp_path: Path) -> None:
+    assert nightly_values(None, _comparison()) == {}
+    missing = tmp_path / "nothing.db"
+    assert nightly_values(f"sqlite:///{missing}", _comparison()) == {}
+    assert not missing.exists()  # never created to look
