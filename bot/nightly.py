@@ -30,7 +30,6 @@ from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
 from compilewatch.bot.measuring import (
     MeasureOptions,
-    Measuring,
     build_results,
     code_record,
     collect_environment,
@@ -96,10 +95,10 @@ class NightlyRequest:
     publish: PublishOptions = field(default_factory=PublishOptions)
 
 
-def measure_nightly(req: NightlyRequest, measuring: Measuring
-                    ) -> tuple[RunResults, art.Manifest, list[JobRun]]:
+def measure_nightly(req: NightlyRequest) -> tuple[RunResults, art.Manifest, list[JobRun]]:
     """Run the suites with artifact saving + verification; write OUT/results.json and
     OUT/artifacts/manifest.json (after every model too)."""
+    measuring = req.measure.resolve()  # before anything runs: a bad option stops here
     out = req.out
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
@@ -140,12 +139,11 @@ def nightly_command(req: NightlyRequest) -> NightlyReport:
     if pub.to_release and not pub.repo:
         raise UsageError("--publish-release needs --repo OWNER/NAME")
     key = signing_key(pub.signing_key_env, pub.signing_key_file) if pub.any else None
-    measuring = None if req.publish_only else req.measure.resolve()
     folder = req.out / "artifacts"
     tag = pub.tag or f"{pub.tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
     results: RunResults | None = None
-    if measuring is not None:
-        results, man, runs = measure_nightly(req, measuring)
+    if not req.publish_only:
+        results, man, runs = measure_nightly(req)
         check_own_code(results)
         check_something_measured(results, req.allow_empty)  # before storing or publishing
         if not req.no_db:
