@@ -162,6 +162,11 @@ class Model:
         except imports.ForeignCode as e:
             raise Failure(Category.FOREIGN_CODE, str(e)) from e
 
+    def compile(self, kwargs: dict[str, Any]) -> Any:
+        import torch
+
+        return torch.compile(self.fn, **kwargs)
+
     def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any:
         with precision(self.device, self.dtype):
             return fn(*(self.inputs if args is None else args))

@@ -26,8 +26,11 @@ class Job:
 
 def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
               modes: Iterable[str] = (), dtypes: Iterable[str] = (),
-              dynamics: Iterable[str] = (), strict: bool = True) -> list[Job]:
-    """Expand suites x models x configs; empty sweeps mean each model's own default.
+              dynamics: Iterable[str] = (), tasks: Iterable[str] = ("inference",),
+              strict: bool = True) -> list[Job]:
+    """Expand suites x models x configs x tasks; empty sweeps mean each model's own default.
+    A task a model does not take (``tasks=`` on ``@model``: a function without parameters
+    cannot train) is left out for that model.
 
     ``strict``: a ``models`` pattern that matches nothing is an error (``pr`` checks the union
     of its two sides instead: a model the change adds exists on one side only).
@@ -45,8 +48,9 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
                 list(dtypes) or [spec.dtype or "float32"],
                 [DYNAMIC[d] for d in dynamics] or [spec.dynamic])
             seen: set[str] = set()
-            for mode, dtype, dynamic in combos:
-                cfg = Config(device=device, mode=mode, dtype=dtype, dynamic=dynamic)
+            for (mode, dtype, dynamic), task in itertools.product(
+                    combos, [t for t in tasks if t in spec.tasks]):
+                cfg = Config(device=device, mode=mode, dtype=dtype, dynamic=dynamic, task=task)
                 if cfg.slug not in seen:
                     seen.add(cfg.slug)
                     jobs.append(Job(suite, spec, cfg))

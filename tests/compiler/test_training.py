@@ -1,0 +1,188 @@
+"""The training task on real Inductor (CPU): a whole step compiled and judged against eager."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from compilewatch.compiler import training
+from compilewatch.compiler.plan import plan_jobs
+from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
+from compilewatch.core.errors import SuiteError
+from compilewatch.core.schema import Category, Config
+from compilewatch.suites.loader import load_suite
+from compilewatch.suites.registry import model
+
+SUITE = '''
+import torch
+from torch import nn
+from compilewatch.suites import model
+
+SUITE_NAME = "train"
+
+
+class Doubled(torch.autograd.Function):
+    """Right forward; a backward that doubles the gradient, only while compiling."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2.0 if torch.compiler.is_compiling() else grad
+
+
+class BreaksInBackward(torch.autograd.Function):
+    """A graph break in the backward only: Dynamo cannot trace it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        torch._dynamo.graph_break()
+        return grad
+
+
+class Net(nn.Module):
+    def __init__(self, fn=None):
+        super().__init__()
+        self.up, self.down, self.fn = nn.Linear(8, 16), nn.Linear(16, 4), fn
+
+    def forward(self, x):
+        h = self.up(x)
+        if self.fn is not None:
+            h = self.fn.apply(h)
+        return self.down(torch.relu(h))
+
+
+def _batches():
+    return [(torch.randn(3, 8),)]
+
+
+@model("mlp", sweep=_batches)
+def mlp():
+    return Net(), (torch.randn(5, 8),)
+
+
+@model("wrong_grad")
+def wrong_grad():
+    return Net(Doubled), (torch.randn(5, 8),)
+
+
+@model("bw_break")
+def bw_break():
+    return Net(BreaksInBackward), (torch.randn(5, 8),)
+
+
+@model("no_params")
+def no_params():
+    return (lambda x: x.sin()), (torch.randn(5, 8),)
+'''
+
+
+def _worker(tmp: Path, name: str) -> WorkerOutput:
+    """One cold training process of ``name``, in a fresh interpreter and cache dir."""
+    suite = tmp / "train_suite.py"
+    suite.write_text(SUITE)
+    spec = WorkerSpec(suite=str(suite), model=name, config=Config(task="training"),
+                      phase="cold", large=False, rounds=2, block_ms=1.0,
+                      check_accuracy=True, measure_memory=True,
+                      out=str(tmp / f"{name}.json"), status_file=str(tmp / "status"))
+    (tmp / "spec.json").write_text(spec.model_dump_json())
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{name}")}
+    subprocess.run([sys.executable, "-m", "compilewatch.compiler.worker", str(tmp / "spec.json")],
+                   check=True, timeout=900, env=env)
+    return WorkerOutput.model_validate_json((tmp / f"{name}.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_training_step_compiles_forward_and_backward_and_records_both_keys(tmp_path) -> None:
+    out = _worker(tmp_path, "mlp")
+    assert out.ok, out.error
+    backward = {k.components.get("fx_kwargs[is_backward]") for k in out.cache.fx}
+    assert len(out.cache.fx) == 4 and len(backward) == 2  # fw + bw, then again after the sweep
+    assert out.cache.aot
+    assert out.accuracy is not None and out.accuracy.passed
+    assert out.accuracy.eager_deterministic is True
+    assert out.training is not None and out.training.optimizer == "adam"
+    assert not out.training.optimizer_compiled and out.training.autocast is None
+    assert out.compile is not None and out.compile.wall_s > 0
+    assert [r.reason for r in out.recompiles], "the sweep's batch of 3 recompiles"
+    assert out.memory is not None and out.memory.compiled_peak_bytes is None
+    assert out.memory.unknown_reason == "peak memory is measured on cuda only"
+
+
+@pytest.mark.slow
+def test_wrong_gradients_from_the_compiled_step_fail_accuracy_naming_the_gradient(
+        tmp_path) -> None:
+    out = _worker(tmp_path, "wrong_grad")
+    assert out.ok, out.error  # the worker measured; assemble calls it an accuracy failure
+    assert out.accuracy is not None and not out.accuracy.passed
+    assert out.accuracy.eager_deterministic is True  # eager repeats itself: the compiler's
+    assert out.accuracy.where is not None and out.accuracy.where.startswith("out['grad']['up.")
+
+
+@pytest.mark.slow
+def test_a_graph_break_in_the_backward_only_is_counted(tmp_path) -> None:
+    out = _worker(tmp_path, "bw_break")
+    assert out.ok, out.error
+    assert out.graph_breaks and sum(b.count for b in out.graph_breaks) >= 1
+    assert out.accuracy is not None and out.accuracy.passed
+
+
+def test_a_model_without_parameters_does_not_train(tmp_path) -> None:
+    suite = tmp_path / "train_suite.py"
+    suite.write_text(SUITE)
+    spec = WorkerSpec(suite=str(suite), model="no_params", config=Config(task="training"),
+                      phase="cold", large=False, rounds=1, block_ms=1.0, out="",
+                      status_file=str(tmp_path / "status"))
+    from compilewatch.compiler import worker
+
+    out = worker.run_spec(spec, None)
+    assert not out.ok and out.category is Category.UNSUPPORTED
+    assert out.error is not None and out.error.startswith("training: no parameters")
+
+
+def test_the_default_loss_is_the_output_s_own_else_a_reduction_of_its_floats() -> None:
+    w = torch.ones(3, requires_grad=True)
+    own = (w * 2).sum()
+    assert training.default_loss({"loss": own, "logits": w * 3}, ()) is own
+    reduced = training.default_loss((w * 2, torch.arange(3), {"h": w * 4}), ())
+    assert reduced.item() == pytest.approx(6.0)  # mean(2w) + mean(4w); integers left out
+    with pytest.raises(ValueError, match="loss="):
+        training.default_loss(torch.ones(3), ())
+
+
+def test_adam_by_default_sgd_where_a_model_asks() -> None:
+    p = [torch.nn.Parameter(torch.ones(2))]
+    adam = training.make_optimizer("adam", p, "cpu")
+    assert isinstance(adam, torch.optim.Adam) and adam.defaults["foreach"]
+    assert not adam.defaults["capturable"]  # capturable on cuda only
+    assert isinstance(training.make_optimizer("sgd", p, "cpu"), torch.optim.SGD)
+
+
+def test_plan_expands_each_model_per_task_it_takes() -> None:
+    suite = load_suite("micro")
+    jobs = plan_jobs([suite], device="cpu", models=["ln_mlp_block", "pointwise"],
+                     tasks=("inference", "training"))
+    slugs = sorted((j.spec.name, j.config.slug) for j in jobs)
+    assert slugs == [("ln_mlp_block", "cpu-default-float32-auto"),
+                     ("ln_mlp_block", "cpu-default-float32-auto-training"),
+                     ("pointwise", "cpu-default-float32-auto")]  # a function: inference only
+    assert [j.config.task for j in plan_jobs([suite], device="cpu", models=["linear32"])] \
+        == ["inference"]
+
+
+def test_model_refuses_an_unknown_task_or_optimizer() -> None:
+    with pytest.raises(SuiteError, match="task"):
+        model("x", tasks=("serving",))
+    with pytest.raises(SuiteError, match="optimizer"):
+        model("x", optimizer="lamb")
