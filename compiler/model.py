@@ -134,7 +134,7 @@ class Model:
             imports.activate(self.code)
         self.before = imports.top_levels()
         self.mspec = load_suite(suite or spec.suite).models[spec.model]
-        ctx = BuildContext(device=cfg.device, dtype=cfg.dtype, large=spec.large)
+        ctx = BuildContext(device=cfg.device, dtype=cfg.dtype, large=spec.large, task=cfg.task)
         torch.manual_seed(0)
         try:
             fn, inputs = self.mspec.build(ctx)

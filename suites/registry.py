@@ -34,6 +34,7 @@ class BuildContext:
     device: str
     dtype: str
     large: bool  # real sizes on GPU runners, small configs on CPU
+    task: str = "inference"  # "training": e.g. an HF model is given labels to return its loss
 
 
 Factory = Callable[..., tuple[Callable[..., Any], tuple[Any, ...]]]

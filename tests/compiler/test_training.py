@@ -186,3 +186,26 @@ def test_model_refuses_an_unknown_task_or_optimizer() -> None:
         model("x", tasks=("serving",))
     with pytest.raises(SuiteError, match="optimizer"):
         model("x", optimizer="lamb")
+
+
+def test_an_hf_model_built_for_training_returns_its_own_loss() -> None:
+    pytest.importorskip("transformers")
+    from compilewatch.suites.registry import BuildContext
+
+    spec = load_suite("hf").models["gpt2"]
+    net, inputs = spec.build(BuildContext(device="cpu", dtype="float32", large=False,
+                                          task="training"))
+    out = net(*inputs)
+    assert training.default_loss(out, inputs) is out.loss
+    inference, _ = spec.build(BuildContext(device="cpu", dtype="float32", large=False))
+    assert isinstance(inference(*inputs), torch.Tensor)  # logits, as before
+
+
+def test_vision_models_train_on_cross_entropy_over_fixed_random_labels() -> None:
+    from compilewatch.suites.losses import cross_entropy_random_labels
+
+    logits = torch.randn(4, 10, requires_grad=True)
+    first = cross_entropy_random_labels(logits, ())
+    assert first.item() == cross_entropy_random_labels(logits, ()).item()  # same labels
+    first.backward()
+    assert logits.grad is not None
