@@ -209,3 +209,64 @@ def test_vision_models_train_on_cross_entropy_over_fixed_random_labels() -> None
     assert first.item() == cross_entropy_random_labels(logits, ()).item()  # same labels
     first.backward()
     assert logits.grad is not None
+
+
+NOISY = '''
+import torch
+from torch import nn
+from compilewatch.suites import model
+
+SUITE_NAME = "noisy"
+
+
+class Noisy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * torch.rand(1)  # a different step every time
+
+
+@model("noisy")
+def noisy():
+    return Noisy(), (torch.randn(2, 4),)
+
+
+@model("steady", optimizer="sgd")
+def steady():
+    return nn.Linear(4, 4), (torch.randn(2, 4),)
+'''
+
+
+def _built(tmp: Path, name: str) -> training.TrainingModel:
+    from compilewatch.compiler.model import Model
+
+    suite = tmp / "noisy_suite.py"
+    suite.write_text(NOISY)
+    spec = WorkerSpec(suite=str(suite), model=name, config=Config(task="training"),
+                      phase="cold", large=False, rounds=1, block_ms=1.0, out="",
+                      status_file="")
+    return training.TrainingModel(Model(spec))
+
+
+def test_an_eager_step_that_does_not_repeat_itself_is_caught_before_the_compiler(
+        tmp_path) -> None:
+    _, det = training.run_eager(_built(tmp_path, "noisy"))
+    assert det is False
+
+
+def test_a_step_s_state_is_judged_part_by_part_and_names_the_parameter(tmp_path) -> None:
+    tm = _built(tmp_path, "steady")
+    eager, det = training.run_eager(tm)
+    assert det is True and set(eager) == {"loss", "grad", "param"}
+    assert isinstance(tm.fn.optimizer, torch.optim.SGD)
+    same = tm.fresh_step()
+    same(*tm.inputs)
+    assert training.check_accuracy(tm, same, eager, det).passed
+    wrong = tm.fresh_step()
+    wrong(*tm.inputs)
+    assert wrong.first is not None
+    wrong.first["param"]["bias"] += 1.0  # as if the compiled step updated it wrongly
+    verdict = training.check_accuracy(tm, wrong, eager, det)
+    assert not verdict.passed and verdict.where == "out['param']['bias']"
