@@ -74,11 +74,13 @@ def make_optimizer(kind: str, params: list[Any], device: str) -> Any:
 
 class Step:
     """One training step on its own copy of the module and its own optimizer; calling it runs
-    a step and returns the loss. ``first`` holds loss, gradients and updated parameters after
-    the first step, for the accuracy check."""
+    a step and returns the loss. With ``record``, ``first`` holds loss, gradients and updated
+    parameters after the first step, for the accuracy check (a copy of every parameter and
+    gradient, which a process that does not check accuracy does not make)."""
 
-    def __init__(self, tm: TrainingModel, module: Any, forward: Callable[..., Any]) -> None:
-        self.tm, self.module, self.forward = tm, module, forward
+    def __init__(self, tm: TrainingModel, module: Any, forward: Callable[..., Any],
+                 record: bool = False) -> None:
+        self.tm, self.module, self.forward, self.record = tm, module, forward, record
         self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self.optimizer = make_optimizer(tm.mspec.optimizer, [p for _, p in self.params],
                                         tm.device)
@@ -91,7 +93,7 @@ class Step:
             loss = self.tm.loss(out, inputs)
         loss.backward()
         self.optimizer.step()
-        if self.first is None:
+        if self.record and self.first is None:
             self.first = self.state(loss)
         return loss.detach()
 
@@ -105,7 +107,7 @@ class Step:
 class TrainingModel:
     """The model under test with a training step as its call (see the module docstring)."""
 
-    def __init__(self, m: Model) -> None:
+    def __init__(self, m: Model, record: bool = True) -> None:
         import torch
 
         if not isinstance(m.fn, torch.nn.Module) or not any(
@@ -119,16 +121,18 @@ class TrainingModel:
         self.inputs, self.sweep, self.tolerance = m.inputs, m.sweep, m.tolerance
         self.initial = copy.deepcopy(m.fn)
         self.loss = m.mspec.loss or default_loss
+        self.record = record  # whether the compiled step keeps its first state (accuracy)
         self.fn = self.fresh_step()
 
-    def fresh_step(self, wrap: Callable[[Any], Any] | None = None) -> Step:
+    def fresh_step(self, wrap: Callable[[Any], Any] | None = None,
+                   record: bool = False) -> Step:
         module = copy.deepcopy(self.initial)
-        return Step(self, module, wrap(module) if wrap is not None else module)
+        return Step(self, module, wrap(module) if wrap is not None else module, record)
 
     def compile(self, kwargs: dict[str, Any]) -> Step:
         import torch
 
-        return self.fresh_step(lambda module: torch.compile(module, **kwargs))
+        return self.fresh_step(lambda module: torch.compile(module, **kwargs), self.record)
 
     def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any:
         return fn(*(self.inputs if args is None else args))
@@ -149,8 +153,8 @@ def run_eager(tm: TrainingModel, check: bool = True) -> tuple[Any, bool | None]:
     same initial weights repeats it within the tolerance: eager that does not repeat itself
     cannot blame the compiler."""
     try:
-        first = _first_state(tm.fresh_step(), tm.inputs)
-        second = _first_state(tm.fresh_step(), tm.inputs) if check else first
+        first = _first_state(tm.fresh_step(record=check), tm.inputs)
+        second = _first_state(tm.fresh_step(record=True), tm.inputs) if check else first
         sync(tm.device)
     except Exception as e:
         raise Failure(classify(e, Category.EAGER_ERROR), tail(traceback.format_exc())) from e
@@ -158,10 +162,9 @@ def run_eager(tm: TrainingModel, check: bool = True) -> tuple[Any, bool | None]:
     return first, det
 
 
-def _first_state(step: Step, inputs: tuple[Any, ...]) -> dict[str, Any]:
-    step(*inputs)
-    assert step.first is not None
-    return step.first
+def _first_state(step: Step, inputs: tuple[Any, ...]) -> Any:
+    loss = step(*inputs)
+    return step.first if step.record else loss
 
 
 def fp64_state(tm: TrainingModel) -> dict[str, Any] | None:
@@ -173,7 +176,7 @@ def fp64_state(tm: TrainingModel) -> dict[str, Any] | None:
         inputs = to_device(tm.inputs, tm.device, torch.float64)
         ref = copy.copy(tm)
         ref.amp = False
-        return _first_state(Step(ref, module, module), inputs)
+        return _first_state(Step(ref, module, module, record=True), inputs)
     except Exception:
         return None
 

@@ -333,7 +333,7 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     with h.phase("build"), gpu():
         m, ref = build(spec, probe.notes)
         if spec.config.task == "training":
-            m = training.TrainingModel(m)
+            m = training.TrainingModel(m, record=spec.check_accuracy)
             result["training"] = training.settings(m)
             if ref is not None:  # a training step times no reference witness (yet)
                 released(probe.notes, "training steps are timed without one", ref.held_bytes)

@@ -261,10 +261,10 @@ def test_a_step_s_state_is_judged_part_by_part_and_names_the_parameter(tmp_path)
     eager, det = training.run_eager(tm)
     assert det is True and set(eager) == {"loss", "grad", "param"}
     assert isinstance(tm.fn.optimizer, torch.optim.SGD)
-    same = tm.fresh_step()
+    same = tm.fresh_step(record=True)
     same(*tm.inputs)
     assert training.check_accuracy(tm, same, eager, det).passed
-    wrong = tm.fresh_step()
+    wrong = tm.fresh_step(record=True)
     wrong(*tm.inputs)
     assert wrong.first is not None
     wrong.first["param"]["bias"] += 1.0  # as if the compiled step updated it wrongly
