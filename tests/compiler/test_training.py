@@ -115,6 +115,10 @@ def test_a_training_step_compiles_forward_and_backward_and_records_both_keys(tmp
     assert out.training is not None and out.training.optimizer == "adam"
     assert not out.training.optimizer_compiled and out.training.autocast is None
     assert out.compile is not None and out.compile.wall_s > 0
+    phases = out.compile.phases  # the backward, compiled at the first backward(), is counted
+    assert phases["backward"] > 0
+    exclusive = sum(phases[k] for k in ("dynamo", "aot_autograd", "inductor", "codegen"))
+    assert exclusive == pytest.approx(phases["total"], rel=1e-3)
     assert [r.reason for r in out.recompiles], "the sweep's batch of 3 recompiles"
     assert out.memory is not None and out.memory.compiled_peak_bytes is None
     assert out.memory.unknown_reason == "peak memory is measured on cuda only"
