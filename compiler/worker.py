@@ -248,22 +248,23 @@ def check_accuracy(m: Model, compiled: Any, out: Any, eager_out: Any,
 def scan(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> dict[str, Any]:
     """What the model reads of its checkout, without compiling it: built, run eagerly and under
     Dynamo with the eager backend (code that runs only while tracing, such as an import behind
-    ``torch.compiler.is_compiling()``, runs too), on its inputs and its shape sweep."""
-    import torch
-
+    ``torch.compiler.is_compiling()``, runs too), on its inputs and its shape sweep. For
+    training, whole steps: the loss, the backward and the optimizer read code too."""
     assert spec.watch_root is not None
     recorder = reads.Recorder(spec.watch_root, spec.home_root)
     recorder.start()
     cuda_context(spec, h, gpu)
     with h.phase("build"), gpu():
-        m = Model(spec)
+        m: Model | training.TrainingModel = Model(spec)
+        if spec.config.task == "training":
+            m = training.TrainingModel(m, record=False)
     with h.phase("eager"), gpu():
         for args in [m.inputs, *m.sweep]:
             m.call(m.fn, args)
     kwargs = {k: v for k, v in m.mspec.compile_kwargs.items() if k in ("dynamic", "fullgraph")}
     kwargs.setdefault("dynamic", spec.config.dynamic)
     with h.phase("trace"), gpu():
-        traced = torch.compile(m.fn, backend="eager", **kwargs)
+        traced = m.compile({**kwargs, "backend": "eager"})
         for args in [m.inputs, *m.sweep]:
             m.call(traced, args)
         sync(m.device)

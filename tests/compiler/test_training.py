@@ -274,3 +274,57 @@ def test_a_step_s_state_is_judged_part_by_part_and_names_the_parameter(tmp_path)
     wrong.first["param"]["bias"] += 1.0  # as if the compiled step updated it wrongly
     verdict = training.check_accuracy(tm, wrong, eager, det)
     assert not verdict.passed and verdict.where == "out['param']['bias']"
+
+
+BACKWARD_READS = '''
+import torch
+from torch import nn
+from compilewatch.suites import model
+
+SUITE_NAME = "reads"
+
+
+class Scaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        from pathlib import Path
+        scale = float((Path(__file__).parent / "backward_scale.txt").read_text())
+        return grad * scale
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return Scaled.apply(self.lin(x))
+
+
+@model("net")
+def net():
+    return Net(), (torch.randn(2, 4),)
+'''
+
+
+@pytest.mark.parametrize(("task", "seen"), [("inference", False), ("training", True)])
+def test_a_training_scan_runs_whole_steps_and_sees_what_only_the_backward_reads(
+        tmp_path, task: str, seen: bool) -> None:
+    """``pr`` skips a model whose code did not change by what its scan read: a file only the
+    backward reads must count for training."""
+    from compilewatch.compiler import worker
+
+    (tmp_path / "suite.py").write_text(BACKWARD_READS)
+    (tmp_path / "backward_scale.txt").write_text("1.0")
+    spec = WorkerSpec(suite=str(tmp_path / "suite.py"), model="net",
+                      config=Config(task=task), phase="scan", large=False, rounds=1,
+                      block_ms=1.0, watch_root=str(tmp_path), out="",
+                      status_file=str(tmp_path / "status"))
+    out = worker.run_spec(spec, None)
+    assert out.ok, out.error
+    assert out.reads is not None
+    assert ("backward_scale.txt" in out.reads.files) is seen
