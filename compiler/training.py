@@ -118,7 +118,8 @@ class TrainingModel:
         self.device, self.dtype, self.mspec = m.device, m.dtype, m.mspec
         # AMP in bfloat16 on cuda (the harness's ``--amp``), and wherever the dtype asks for it
         self.amp = m.device == "cuda" or m.dtype == "amp"
-        self.inputs, self.sweep, self.tolerance = m.inputs, m.sweep, m.tolerance
+        self.inputs, self.sweep = m.inputs, m.sweep
+        self.tolerance = step_tolerance(m, self.amp)
         self.initial = copy.deepcopy(m.fn)
         self.loss = m.mspec.loss or default_loss
         self.record = record  # whether the compiled step keeps its first state (accuracy)
@@ -139,6 +140,12 @@ class TrainingModel:
 
     def own_code(self) -> Any:
         return self.base.own_code()
+
+
+def step_tolerance(m: Model, amp: bool) -> tuple[float, float]:
+    """The model's tolerance for its dtype; under autocast (float32 weights on cuda), its
+    tolerance for amp: a bfloat16 forward is not held to float32's."""
+    return m.mspec.tolerance("amp") if amp and m.dtype == "float32" else m.tolerance
 
 
 def settings(tm: TrainingModel) -> dict[str, Any]:

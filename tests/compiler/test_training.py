@@ -328,3 +328,15 @@ def test_a_training_scan_runs_whole_steps_and_sees_what_only_the_backward_reads(
     assert out.ok, out.error
     assert out.reads is not None
     assert ("backward_scale.txt" in out.reads.files) is seen
+
+
+def test_a_step_under_autocast_is_held_to_the_amp_tolerance() -> None:
+    from types import SimpleNamespace
+
+    spec = load_suite("micro").models["ln_mlp_block"]
+    fp32 = SimpleNamespace(mspec=spec, dtype="float32", tolerance=spec.tolerance("float32"))
+    assert training.step_tolerance(fp32, amp=False) == spec.tolerance("float32")  # type: ignore[arg-type]
+    assert training.step_tolerance(fp32, amp=True) == spec.tolerance("amp")  # type: ignore[arg-type]
+    bf16 = SimpleNamespace(mspec=spec, dtype="bfloat16", tolerance=spec.tolerance("bfloat16"))
+    assert training.step_tolerance(bf16, amp=True) == spec.tolerance("bfloat16")  # type: ignore[arg-type]
+

@@ -44,3 +44,12 @@ def test_task_is_a_measuring_option_of_every_measuring_command() -> None:
               "compile_slots": None, "pin_cpus": None, "ready_compile_workers": False,
               "preload_compile_path": False, "allow_installed": (), "tasks": ("training",)}
     assert measure_options_from(kwargs).tasks == ("training",)
+
+
+def test_pr_plans_each_side_per_task() -> None:
+    from compilewatch.bot.pr import plan_side
+
+    plan = plan_side(["micro"], device="cpu", models=["ln_mlp_block"],
+                     tasks=("inference", "training"))
+    assert [j.config.slug for j in plan.jobs] == ["cpu-default-float32-auto",
+                                                  "cpu-default-float32-auto-training"]
