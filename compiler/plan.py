@@ -38,11 +38,14 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
     patterns = list(models)
     jobs: list[Job] = []
     matched: set[str] = set()
+    untaken: list[str] = []  # matched, but measured for none of the tasks asked
     for suite in suites:
         for spec in suite.models.values():
             if patterns and not any(fnmatch.fnmatchcase(spec.name, p) for p in patterns):
                 continue
             matched.add(spec.name)
+            if not any(t in spec.tasks for t in tasks):
+                untaken.append(spec.name)
             combos = itertools.product(
                 list(modes) or [spec.default_mode(device)],
                 list(dtypes) or [spec.dtype or "float32"],
@@ -58,4 +61,8 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
     if unmatched and strict:
         raise UsageError(unmatched_models(unmatched, [n for s in suites for n in s.models],
                                           ", ".join(s.name for s in suites)))
+    if untaken and not jobs and strict:
+        raise UsageError(f"nothing to measure for task {', '.join(tasks)}: no model asked "
+                         f"for takes it ({', '.join(untaken[:10])}); a model without "
+                         "parameters does not train, and tasks= on @model says which it takes")
     return jobs

@@ -13,7 +13,7 @@ import torch
 from compilewatch.compiler import training
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
-from compilewatch.core.errors import SuiteError
+from compilewatch.core.errors import SuiteError, UsageError
 from compilewatch.core.schema import Category, Config
 from compilewatch.suites.loader import load_suite
 from compilewatch.suites.registry import model
@@ -183,6 +183,8 @@ def test_plan_expands_each_model_per_task_it_takes() -> None:
                      ("pointwise", "cpu-default-float32-auto")]  # a function: inference only
     assert [j.config.task for j in plan_jobs([suite], device="cpu", models=["linear32"])] \
         == ["inference"]
+    with pytest.raises(UsageError, match=r"no model asked for takes it \(pointwise\)"):
+        plan_jobs([suite], device="cpu", models=["pointwise"], tasks=("training",))
 
 
 def test_model_refuses_an_unknown_task_or_optimizer() -> None:
