@@ -32,6 +32,7 @@ from compilewatch.bot.measure.harness import (
     host_check,
     measure_sides,
     now,
+    project_tasks,
     side_code,
     suite_sources,
 )
@@ -122,11 +123,11 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
     options = MeasureOptions(**{**req.measure.__dict__,
                                 "timing_processes": req.measure.timing_processes or n,
                                 "cold_processes": req.measure.cold_processes or n,
-                                "measure_all": True}).resolve()
+                                "measure_all": True}).resolve(project_tasks(req.repo))
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=options.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
-    jobs = plan_jobs(suites, device=options.device, models=req.models)
+    jobs = plan_jobs(suites, device=options.device, models=req.models, tasks=options.tasks)
     env = collect_environment(req.python)
     started = now()
     names = [f"run{i + 1}" for i in range(sides)] if sides > 1 else ["run"]

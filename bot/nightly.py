@@ -38,6 +38,7 @@ from compilewatch.bot.measure.harness import (
     host_check,
     measure_sides,
     now,
+    project_tasks,
     side_code,
     suite_sources,
 )
@@ -111,7 +112,8 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
-    jobs = plan_jobs(suites, device=req.measure.device, models=req.models)
+    jobs = plan_jobs(suites, device=req.measure.device, models=req.models,
+                     tasks=measuring.tasks)
     git = gitutil.head_info(req.repo)
     shard = plan_shard(req.shard, [jobs], db_url=req.db_url, no_db=req.no_db,
                        group_parts=(str(git.get("commit")),))
@@ -151,7 +153,7 @@ def nightly_command(req: NightlyRequest, *, progress: OnProgress | None = None
     if pub.to_release and not pub.repo:
         raise UsageError("--publish-release needs --repo OWNER/NAME")
     key = signing_key(pub.signing_key_env, pub.signing_key_file) if pub.any else None
-    measuring = None if req.publish_only else req.measure.resolve()
+    measuring = None if req.publish_only else req.measure.resolve(project_tasks(req.repo))
     folder = req.out / "artifacts"
     tag = pub.tag or f"{pub.tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
     results: RunResults | None = None

@@ -46,6 +46,7 @@ from compilewatch.bot.measure.harness import (
     host_check,
     measure_sides,
     now,
+    project_tasks,
     side_code,
     suite_sources,
 )
@@ -146,12 +147,14 @@ def side_sources(suites: Iterable[str], tree: Path) -> list[str]:
 
 
 def plan_side(sources: list[str], *, device: str, models: Iterable[str],
-              python: str = sys.executable, code: SideCode | None = None) -> SidePlan:
+              tasks: Iterable[str] = ("inference",), python: str = sys.executable,
+              code: SideCode | None = None) -> SidePlan:
     """Each suite of one side (by its worktree path) and its jobs. A built-in suite is ours and
     loaded here; any other is the PR's code, listed by a process of its own from the side's
     own ``code`` (``bot/measure/listing.py``)."""
     suites = load_suites(sources, python=python, code=code)
-    return SidePlan(sources, plan_jobs(suites, device=device, models=models, strict=False),
+    return SidePlan(sources, plan_jobs(suites, device=device, models=models, tasks=tasks,
+                                       strict=False),
                     suites)
 
 
@@ -239,7 +242,7 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
     (refs, worktrees, cleanup) without compiling anything; ``progress`` hears how measuring
     goes.
     """
-    measuring = req.measure.resolve()
+    measuring = req.measure.resolve(project_tasks(req.repo))
     refs = resolve_refs(req.repo, base=req.base, head=req.head, pr=req.pr)
     check_outdir(req.out)
     if refs.base == refs.head and req.base_python == req.head_python:
@@ -282,7 +285,8 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, E
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="listing") as pool:
             futures = {s: pool.submit(plan_side, sources[s],
                                       device=req.measure.device, models=req.models,
-                                      python=pythons[s], code=codes[s]) for s in SIDES}
+                                      tasks=measuring.tasks, python=pythons[s],
+                                      code=codes[s]) for s in SIDES}
             plans = {s: _planned(s, f) for s, f in futures.items()}
         check_models_matched(plans.values(), req.models)
         # one plan over both sides' jobs: a model the change adds lands in one shard too

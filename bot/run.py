@@ -24,6 +24,7 @@ from compilewatch.bot.measure.harness import (
     host_check,
     measure_sides,
     now,
+    project_tasks,
     side_code,
     suite_sources,
 )
@@ -81,12 +82,13 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
     """Measure, write ``req.out`` (after every model, then finished) and store the run
     (``db_url`` or the embedded SQLite default). ``progress`` hears how measuring goes; the
     summary is the caller's to print."""
-    measuring = req.measure.resolve()
+    measuring = req.measure.resolve(project_tasks(req.repo))
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
     jobs = plan_jobs(suites, device=req.measure.device, models=req.models,
-                     modes=req.modes, dtypes=req.dtypes, dynamics=req.dynamics)
+                     modes=req.modes, dtypes=req.dtypes, dynamics=req.dynamics,
+                     tasks=measuring.tasks)
     git = gitutil.head_info(req.repo)
     shard = plan_shard(req.shard, [jobs], db_url=req.db_url, no_db=req.no_db,
                        group_parts=(str(git.get("commit")),))

@@ -23,6 +23,7 @@ class ModelEntry:
     mode: str | dict[str, str] | None
     dtype: str | None
     dynamic: bool | None
+    tasks: tuple[str, ...] = ("inference", "training")  # what the model is measured for
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,8 @@ def _entry(spec: ModelSpec) -> ModelEntry:
     mode = spec.mode if spec.mode is None or isinstance(spec.mode, str) else dict(spec.mode)
     return ModelEntry(name=spec.name, tags=tuple(spec.tags), devices=tuple(spec.devices),
                       requires=tuple(spec.requires), missing=tuple(spec.missing_packages()),
-                      mode=mode, dtype=spec.dtype, dynamic=spec.dynamic)
+                      mode=mode, dtype=spec.dtype, dynamic=spec.dynamic,
+                      tasks=tuple(spec.tasks))
 
 
 def default_sources(repo: Path = Path(".")) -> list[str]:

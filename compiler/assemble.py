@@ -180,7 +180,7 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
                        *(s.cache.aot if s else [])],
                "counters": {k: v for k, v in counters.items() if v is not None},
                "unknown_reason": c.cache_unknown},
-        accuracy=c.accuracy,
+        accuracy=c.accuracy, training=c.training,
         memory=next((x.memory for x in timed if x.ok and x.memory is not None), None)
         or {"unknown_reason": "not measured"},
     )

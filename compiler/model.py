@@ -134,7 +134,7 @@ class Model:
             imports.activate(self.code)
         self.before = imports.top_levels()
         self.mspec = load_suite(suite or spec.suite).models[spec.model]
-        ctx = BuildContext(device=cfg.device, dtype=cfg.dtype, large=spec.large)
+        ctx = BuildContext(device=cfg.device, dtype=cfg.dtype, large=spec.large, task=cfg.task)
         torch.manual_seed(0)
         try:
             fn, inputs = self.mspec.build(ctx)
@@ -161,6 +161,11 @@ class Model:
             return imports.check(self.code, imports.top_levels() - self.before)
         except imports.ForeignCode as e:
             raise Failure(Category.FOREIGN_CODE, str(e)) from e
+
+    def compile(self, kwargs: dict[str, Any]) -> Any:
+        import torch
+
+        return torch.compile(self.fn, **kwargs)
 
     def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any:
         with precision(self.device, self.dtype):

@@ -26,8 +26,11 @@ class Job:
 
 def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
               modes: Iterable[str] = (), dtypes: Iterable[str] = (),
-              dynamics: Iterable[str] = (), strict: bool = True) -> list[Job]:
-    """Expand suites x models x configs; empty sweeps mean each model's own default.
+              dynamics: Iterable[str] = (), tasks: Iterable[str] = ("inference",),
+              strict: bool = True) -> list[Job]:
+    """Expand suites x models x configs x tasks; empty sweeps mean each model's own default.
+    A task a model does not take (``tasks=`` on ``@model``: a function without parameters
+    cannot train) is left out for that model.
 
     ``strict``: a ``models`` pattern that matches nothing is an error (``pr`` checks the union
     of its two sides instead: a model the change adds exists on one side only).
@@ -35,18 +38,22 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
     patterns = list(models)
     jobs: list[Job] = []
     matched: set[str] = set()
+    untaken: list[str] = []  # matched, but measured for none of the tasks asked
     for suite in suites:
         for spec in suite.models.values():
             if patterns and not any(fnmatch.fnmatchcase(spec.name, p) for p in patterns):
                 continue
             matched.add(spec.name)
+            if not any(t in spec.tasks for t in tasks):
+                untaken.append(spec.name)
             combos = itertools.product(
                 list(modes) or [spec.default_mode(device)],
                 list(dtypes) or [spec.dtype or "float32"],
                 [DYNAMIC[d] for d in dynamics] or [spec.dynamic])
             seen: set[str] = set()
-            for mode, dtype, dynamic in combos:
-                cfg = Config(device=device, mode=mode, dtype=dtype, dynamic=dynamic)
+            for (mode, dtype, dynamic), task in itertools.product(
+                    combos, [t for t in tasks if t in spec.tasks]):
+                cfg = Config(device=device, mode=mode, dtype=dtype, dynamic=dynamic, task=task)
                 if cfg.slug not in seen:
                     seen.add(cfg.slug)
                     jobs.append(Job(suite, spec, cfg))
@@ -54,4 +61,8 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
     if unmatched and strict:
         raise UsageError(unmatched_models(unmatched, [n for s in suites for n in s.models],
                                           ", ".join(s.name for s in suites)))
+    if untaken and not jobs and strict:
+        raise UsageError(f"nothing to measure for task {', '.join(tasks)}: no model asked "
+                         f"for takes it ({', '.join(untaken[:10])}); a model without "
+                         "parameters does not train, and tasks= on @model says which it takes")
     return jobs

@@ -227,10 +227,17 @@ def _stats(ms: list[dict[str, Any]]) -> dict[str, Any]:
     def total_us(name: str) -> float | None:
         return total_s(name, 1e-6)
 
-    frame = total_us("dynamo_cumulative_compile_time_us") or total_s(
-        "entire_frame_compile_time_s")
-    backend = total_s("backend_compile_time_s") or total_us(
-        "aot_autograd_cumulative_compile_time_us")
+    def plus(a: float | None, b: float | None) -> float | None:
+        return a if b is None else (a or 0.0) + b
+
+    # A training step's backward is compiled lazily, at the first backward call, and recorded
+    # apart (``is_forward`` False): only Inductor's times, inside the backward's own total.
+    # It belongs to the frame's total and to the backend (AOTAutograd compiles it).
+    backward = total_us("backward_cumulative_compile_time_us")
+    frame = plus(total_us("dynamo_cumulative_compile_time_us") or total_s(
+        "entire_frame_compile_time_s"), backward)
+    backend = plus(total_s("backend_compile_time_s") or total_us(
+        "aot_autograd_cumulative_compile_time_us"), backward)
     inductor = total_s("inductor_compile_time_s") or total_us(
         "inductor_cumulative_compile_time_us")
     codegen = total_s("code_gen_time_s") or total_us(
@@ -247,6 +254,7 @@ def _stats(ms: list[dict[str, Any]]) -> dict[str, Any]:
         "inductor": minus(inductor, codegen),
         "codegen": codegen,
         "kernel_compile": total_us("triton_compile_time_us"),  # inside the others: not summed
+        "backward": backward,  # the lazily compiled backward, inside the others: not summed
     }
     guards = [m.get("guard_count") for m in ms]
     guards = [g for g in guards if isinstance(g, int)]

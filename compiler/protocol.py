@@ -27,6 +27,7 @@ from compilewatch.core.schema import (
     Sha256,
     Short,
     Text,
+    Training,
 )
 from compilewatch.suites.imports import SideCode
 
@@ -207,6 +208,7 @@ class WorkerOutput(_Frozen):
     cache_unknown: Text | None = None
     accuracy: Accuracy | None = None
     memory: Memory | None = None
+    training: Training | None = None
     latency: LatencySample | None = None
     artifact: SavedArtifact | None = None
     reads: Reads | None = None

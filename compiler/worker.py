@@ -34,6 +34,7 @@ from compilewatch.compiler import (
     reads,
     remotecache,
     timing,
+    training,
 )
 from compilewatch.compiler.model import (
     Failure,
@@ -145,12 +146,11 @@ def run_compile(m: Model, spec: WorkerSpec, probe: probes.CompileProbe,
                 quiet: QuietLock | None = None) -> tuple[Any, Any, CompileSample]:
     """First compiled call (timed: the compile, wall and process-tree CPU; minus what its
     autotuning waited for a quiet GPU), then the shape sweep (recompiles)."""
-    import torch
 
     kwargs = compile_kwargs(m.mspec.compile_kwargs, spec.config)
     counter = instruction_counter()
     try:
-        compiled = torch.compile(m.fn, **kwargs)
+        compiled = m.compile(kwargs)
         handle = counter[0]() if counter else None
         waited0 = quiet.waited_s if quiet else 0.0
         cpu0, t0 = proctree.tree_cpu_seconds(), time.perf_counter()
@@ -248,22 +248,23 @@ def check_accuracy(m: Model, compiled: Any, out: Any, eager_out: Any,
 def scan(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> dict[str, Any]:
     """What the model reads of its checkout, without compiling it: built, run eagerly and under
     Dynamo with the eager backend (code that runs only while tracing, such as an import behind
-    ``torch.compiler.is_compiling()``, runs too), on its inputs and its shape sweep."""
-    import torch
-
+    ``torch.compiler.is_compiling()``, runs too), on its inputs and its shape sweep. For
+    training, whole steps: the loss, the backward and the optimizer read code too."""
     assert spec.watch_root is not None
     recorder = reads.Recorder(spec.watch_root, spec.home_root)
     recorder.start()
     cuda_context(spec, h, gpu)
     with h.phase("build"), gpu():
-        m = Model(spec)
+        m: Model | training.TrainingModel = Model(spec)
+        if spec.config.task == "training":
+            m = training.TrainingModel(m, record=False)
     with h.phase("eager"), gpu():
         for args in [m.inputs, *m.sweep]:
             m.call(m.fn, args)
     kwargs = {k: v for k, v in m.mspec.compile_kwargs.items() if k in ("dynamic", "fullgraph")}
     kwargs.setdefault("dynamic", spec.config.dynamic)
     with h.phase("trace"), gpu():
-        traced = torch.compile(m.fn, backend="eager", **kwargs)
+        traced = m.compile({**kwargs, "backend": "eager"})
         for args in [m.inputs, *m.sweep]:
             m.call(traced, args)
         sync(m.device)
@@ -329,10 +330,19 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
             probe.notes.append(f"Inductor's GPU benchmarks are {guarded}: autotuning may "
                                "have run beside another model's timing")
     cuda_context(spec, h, gpu)
+    result: dict[str, Any] = {}
     with h.phase("build"), gpu():
         m, ref = build(spec, probe.notes)
+        if spec.config.task == "training":
+            m = training.TrainingModel(m, record=spec.check_accuracy)
+            result["training"] = training.settings(m)
+            if ref is not None:  # a training step times no reference witness (yet)
+                released(probe.notes, "training steps are timed without one", ref.held_bytes)
+                ref = None
     with h.phase("eager"), gpu():
-        eager_out, det = run_eager(m, check=spec.check_accuracy)
+        eager_out, det = (training.run_eager(m, check=spec.check_accuracy)
+                          if isinstance(m, training.TrainingModel)
+                          else run_eager(m, check=spec.check_accuracy))
         if ref is not None:
             try:
                 run_eager(ref.model, check=False)
@@ -340,7 +350,6 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
                 held, ref, why = ref.held_bytes, None, f"base's {spec.model} failed in eager " \
                     f"({f.category})"
                 released(probe.notes, why, held)
-    result: dict[str, Any] = {}
     if spec.load_artifact:
         with h.phase("load_artifact"):
             try:
@@ -361,7 +370,10 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
                       cache_unknown=probe.unknown_text(), notes=probe.notes)
     if spec.check_accuracy:
         with h.phase("accuracy"), gpu():
-            result["accuracy"] = check_accuracy(m, compiled, out, eager_out, det)
+            result["accuracy"] = (
+                training.check_accuracy(m, compiled, eager_out, det)
+                if isinstance(m, training.TrainingModel)
+                else check_accuracy(m, compiled, out, eager_out, det))
     if not (spec.measure_memory or spec.time_steady_state):
         return {**result, "modules": m.own_code()}
     with device(spec, h) as idle_s:

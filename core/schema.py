@@ -127,26 +127,36 @@ STATUS_OF: dict[Category, Status] = {
 Device = Literal["cpu", "cuda"]
 Mode = Literal["default", "reduce-overhead", "max-autotune"]
 DType = Literal["float32", "bfloat16", "amp"]
+Task = Literal["inference", "training"]
 # The same vocabularies as tuples, for whoever lists or checks them (the registry, the CLI).
 DEVICES: tuple[str, ...] = get_args(Device)
 MODES: tuple[str, ...] = get_args(Mode)
 DTYPES: tuple[str, ...] = get_args(DType)
+TASKS: tuple[str, ...] = get_args(Task)
 DYNAMIC = {"auto": None, "true": True, "false": False}  # torch.compile(dynamic=...)
 
 
 class Config(_Model):
-    """One compile configuration; ``slug`` is its stable identity across runs."""
+    """One compile configuration; ``slug`` is its stable identity across runs.
+
+    ``task``: what one measured call is, the model's forward (``inference``) or a whole
+    training step (``compiler/training.py``). A result without it was inference (the default
+    says so, so no upgrader is needed), and the slug names the task only for training, so every
+    inference slug stays what it was before training existed.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     device: Device = "cpu"
     mode: Mode = "default"
     dtype: DType = "float32"
     dynamic: bool | None = None
+    task: Task = "inference"
 
     @property
     def slug(self) -> str:
         dyn = {None: "auto", True: "dynamic", False: "static"}[self.dynamic]
-        return f"{self.device}-{self.mode}-{self.dtype}-{dyn}"
+        slug = f"{self.device}-{self.mode}-{self.dtype}-{dyn}"
+        return slug if self.task == "inference" else f"{slug}-{self.task}"
 
 
 class Interval(_Model):
@@ -385,6 +395,15 @@ class Code(_Model):
     modules: Origins = Field(default_factory=dict)
 
 
+class Training(_Model):
+    """How a training step was set up (``compiler/training.py``); present for task training."""
+
+    optimizer: Literal["adam", "sgd"]
+    optimizer_compiled: bool = False  # whether ``optimizer.step()`` ran inside the compile
+    loss: Literal["default", "suite"] = "default"  # the output's own loss or a reduction; loss=
+    autocast: Literal["bfloat16"] | None = None  # the forward's autocast dtype, None: none
+
+
 class ModelResult(_Model):
     model: Name
     suite: Name
@@ -401,6 +420,7 @@ class ModelResult(_Model):
     cache: Cache = Field(default_factory=Cache)
     accuracy: Accuracy | None = None
     memory: Memory = Field(default_factory=Memory)
+    training: Training | None = None  # the step's setup, for config.task training
     duration_s: Seconds = 0.0
     notes: list[Text] = Field(default_factory=list, max_length=64)
     # where the harness's own time went (build, eager, compile, probes, accuracy, timing, ...),

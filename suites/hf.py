@@ -22,14 +22,18 @@ REQUIRES = ("transformers",)
 
 
 class LogitsOnly(nn.Module):
-    """Return the logits tensor, so eager and compiled outputs compare as plain tensors."""
+    """Return the logits tensor, so eager and compiled outputs compare as plain tensors. For
+    training, the model's whole output with its own loss: the input ids are its labels too
+    (HF shifts them for a causal LM; a masked LM predicts every token)."""
 
-    def __init__(self, inner: nn.Module) -> None:
+    def __init__(self, inner: nn.Module, train: bool = False) -> None:
         super().__init__()
-        self.inner = inner
+        self.inner, self.train_ = inner, train
 
-    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        return self.inner(*args, **kwargs).logits
+    def forward(self, ids: torch.Tensor) -> Any:
+        if self.train_:
+            return self.inner(input_ids=ids, labels=ids)
+        return self.inner(input_ids=ids).logits
 
 
 def _ids(ctx: BuildContext, vocab: int, batch: int, seq: int) -> torch.Tensor:
@@ -44,7 +48,7 @@ def _on(ctx: BuildContext, make: Callable[[], nn.Module]) -> nn.Module:
 
 
 def _wrap(inner: nn.Module, ctx: BuildContext) -> nn.Module:
-    return LogitsOnly(inner).to(ctx.device)
+    return LogitsOnly(inner, train=ctx.task == "training").to(ctx.device)
 
 
 @model("gpt2", requires=REQUIRES, tags=("decoder",))
@@ -72,13 +76,16 @@ def bert(ctx: BuildContext):
 
 
 class T5Logits(nn.Module):
-    """T5 needs decoder ids as well; feed the input shifted by one."""
+    """T5 needs decoder ids as well: the input itself. For training, the input as labels
+    (T5 derives the decoder's ids from them) and the whole output with its loss."""
 
-    def __init__(self, inner: nn.Module) -> None:
+    def __init__(self, inner: nn.Module, train: bool = False) -> None:
         super().__init__()
-        self.inner = inner
+        self.inner, self.train_ = inner, train
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor) -> Any:
+        if self.train_:
+            return self.inner(input_ids=ids, labels=ids)
         return self.inner(input_ids=ids, decoder_input_ids=ids).logits
 
 
@@ -92,7 +99,8 @@ def t5(ctx: BuildContext):
         cfg, (b, s) = T5Config(num_layers=2, d_model=64, d_ff=128, num_heads=4, d_kv=16,
                                vocab_size=1024), (2, 32)
     inner = _on(ctx, lambda: T5ForConditionalGeneration(cfg))
-    return T5Logits(inner).to(ctx.device), (_ids(ctx, cfg.vocab_size, b, s),)
+    return (T5Logits(inner, train=ctx.task == "training").to(ctx.device),
+            (_ids(ctx, cfg.vocab_size, b, s),))
 
 
 @model("llama", requires=REQUIRES, tags=("decoder",))

@@ -1,9 +1,10 @@
 """A suite's models, listed by a process of its own.
 
 ``python -m compilewatch.suites.listing SOURCE OUT [CODE]`` imports the suite and writes what
-planning needs of each model (name, tags, mode, dtype, dynamic, devices, requires) to OUT as
-JSON. CODE, a ``SideCode`` as JSON, is the side's own code: its folders go first on the import
-path, and the repository's modules imported from elsewhere are refused (``suites/imports.py``).
+planning needs of each model (name, tags, mode, dtype, dynamic, devices, requires, tasks) to
+OUT as JSON. CODE, a ``SideCode`` as JSON, is the side's own code: its folders go first on the
+import path, and the repository's modules imported from elsewhere are refused
+(``suites/imports.py``).
 ``pr`` lists a pull request's suites this way, in the workers' allow-listed environment, so a
 suite file's module-level code never runs in the process that holds the job's credentials;
 ``read`` checks what comes back as strictly as any other input from a PR.
@@ -19,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from compilewatch.core.errors import SuiteError
-from compilewatch.core.schema import Device, DType, Mode, Origins
+from compilewatch.core.schema import TASKS, Device, DType, Mode, Origins, Task
 from compilewatch.suites import imports
 from compilewatch.suites.imports import SideCode
 from compilewatch.suites.loader import Suite, load_suite
@@ -42,6 +43,7 @@ class ListedModel(_Strict):
     dynamic: bool | None = None
     devices: list[Device] = Field(min_length=1, max_length=8)
     requires: list[Package] = Field(default_factory=list, max_length=32)
+    tasks: list[Task] = Field(default_factory=lambda: list(TASKS), min_length=1, max_length=2)
 
 
 class Listing(_Strict):
@@ -63,7 +65,8 @@ def describe(source: str, code: SideCode | None = None) -> dict[str, Any]:
             "modules": {k: v.model_dump() for k, v in modules.items()}, "models": [
         {"name": s.name, "tags": list(s.tags),
          "mode": dict(s.mode) if isinstance(s.mode, dict) else s.mode, "dtype": s.dtype,
-         "dynamic": s.dynamic, "devices": list(s.devices), "requires": list(s.requires)}
+         "dynamic": s.dynamic, "devices": list(s.devices), "requires": list(s.requires),
+         "tasks": list(s.tasks)}
         for s in suite.models.values()]}
 
 
@@ -84,7 +87,7 @@ def read(source: str, text: str) -> Suite:
     models = {m.name: ModelSpec(name=m.name, factory=_built_in_the_worker,
                                 module=listing.module, tags=tuple(m.tags), mode=m.mode,
                                 dtype=m.dtype, dynamic=m.dynamic, devices=tuple(m.devices),
-                                requires=tuple(m.requires))
+                                requires=tuple(m.requires), tasks=tuple(m.tasks))
               for m in listing.models}
     return Suite(name=listing.name, source=source, module=listing.module, models=models,
                  modules=dict(listing.modules))

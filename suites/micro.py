@@ -13,7 +13,7 @@ from compilewatch.suites.registry import BuildContext, model
 SUITE_NAME = "micro"
 
 
-@model("pointwise", tags=("fusion",))
+@model("pointwise", tasks=("inference",), tags=("fusion",))
 def pointwise(ctx: BuildContext):
     """sin·cos + tanh chain: one fused kernel instead of four."""
 
@@ -24,7 +24,7 @@ def pointwise(ctx: BuildContext):
     return fn, (torch.randn(n, device=ctx.device),)
 
 
-@model("gelu_mm", tags=("matmul",))
+@model("gelu_mm", tasks=("inference",), tags=("matmul",))
 def gelu_mm(ctx: BuildContext):
     """gelu(x @ y + 1).sum(1): a matmul with a fused epilogue and reduction."""
 
@@ -61,7 +61,7 @@ def ln_mlp_block(ctx: BuildContext):
     return Block(d).to(ctx.device), (torch.randn(b, s, d, device=ctx.device),)
 
 
-@model("graph_break", tags=("graph-break",))
+@model("graph_break", tasks=("inference",), tags=("graph-break",))
 def graph_break(ctx: BuildContext):
     """``.item()`` forces Dynamo to split the graph and resume in Python."""
 
@@ -78,7 +78,7 @@ def _branchy_sweep(ctx: BuildContext):
     return [(torch.randn(n, 32, device=ctx.device),) for n in (4, 16, 64)]
 
 
-@model("shape_branch", tags=("recompile",), sweep=_branchy_sweep)
+@model("shape_branch", tags=("recompile",), sweep=_branchy_sweep, tasks=("inference",))
 def shape_branch(ctx: BuildContext):
     """A Python branch on the batch size: each new side of it is a guard failure."""
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compilewatch.core.errors import SuiteError
-from compilewatch.core.schema import DEVICES, DTYPES, MODES
+from compilewatch.core.schema import DEVICES, DTYPES, MODES, TASKS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
@@ -34,10 +34,14 @@ class BuildContext:
     device: str
     dtype: str
     large: bool  # real sizes on GPU runners, small configs on CPU
+    task: str = "inference"  # "training": e.g. an HF model is given labels to return its loss
 
 
 Factory = Callable[..., tuple[Callable[..., Any], tuple[Any, ...]]]
 Sweep = Callable[..., Iterable[tuple[Any, ...]]]
+# the training loss from the model's output and its inputs (``compiler/training.py``)
+Loss = Callable[[Any, tuple[Any, ...]], Any]
+OPTIMIZERS = ("adam", "sgd")
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,9 @@ class ModelSpec:
     dynamic: bool | None = None
     devices: tuple[str, ...] = DEVICES
     requires: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = TASKS
+    loss: Loss | None = None  # None: the output's own loss, else a reduction of its outputs
+    optimizer: str = "adam"
 
     def missing_packages(self) -> list[str]:
         """The ``requires`` this interpreter cannot import (the model is then skipped)."""
@@ -105,11 +112,17 @@ def model(
     dynamic: bool | None = None,
     devices: Iterable[str] = DEVICES,
     requires: Iterable[str] = (),
+    tasks: Iterable[str] = TASKS,
+    loss: Loss | None = None,
+    optimizer: str = "adam",
 ) -> Callable[[Factory], Factory]:
     """Register ``factory`` as model ``name`` of the suite (module) that defines it.
 
     ``sweep`` returns further input tuples to call the compiled model with (to provoke
     recompiles); ``mode`` may be a dict by device (e.g. reduce-overhead on cuda only).
+    ``tasks``: what the model is measured for (a function without parameters: inference only);
+    ``loss(output, inputs)`` the training loss (default: the output's own ``loss``, else the
+    sum of its floating outputs' means); ``optimizer``: "adam" (default) or "sgd".
     """
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SuiteError(
@@ -123,6 +136,11 @@ def model(
         _check(name, dtype, DTYPES, "dtype")
     for d in devices:
         _check(name, d, DEVICES, "device")
+    for t in tasks:
+        _check(name, t, TASKS, "task")
+    _check(name, optimizer, OPTIMIZERS, "optimizer")
+    if loss is not None and not callable(loss):
+        raise SuiteError(f"model {name!r}: loss must be a function (output, inputs) -> loss")
     for t in tags:
         if not NAME_RE.match(t):
             raise SuiteError(f"model {name!r}: tag {t!r} is invalid")
@@ -143,6 +161,7 @@ def model(
             tolerances=dict(tolerances or {}), tags=tuple(tags),
             compile_kwargs=dict(compile_kwargs or {}), mode=mode, dtype=dtype,
             dynamic=dynamic, devices=tuple(devices), requires=tuple(requires),
+            tasks=tuple(tasks), loss=loss, optimizer=optimizer,
         )
         return factory
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from compilewatch.suites.losses import cross_entropy_random_labels
 from compilewatch.suites.registry import BuildContext, model
 
 SUITE_NAME = "timm"
@@ -21,17 +22,20 @@ def _build(name: str, ctx: BuildContext, size: int = 224):
     return net, (torch.randn(batch, 3, size, size, device=ctx.device),)
 
 
-@model("resnet50", requires=REQUIRES, tags=("cnn",))
+@model("resnet50", requires=REQUIRES,
+       loss=cross_entropy_random_labels, tags=("cnn",))
 def resnet50(ctx: BuildContext):
     return _build("resnet50", ctx)
 
 
-@model("convnext_tiny", requires=REQUIRES, tags=("cnn",))
+@model("convnext_tiny", requires=REQUIRES,
+       loss=cross_entropy_random_labels, tags=("cnn",))
 def convnext_tiny(ctx: BuildContext):
     return _build("convnext_tiny", ctx)
 
 
-@model("deit_tiny_patch16_224", requires=REQUIRES, tags=("transformer",))
+@model("deit_tiny_patch16_224", requires=REQUIRES,
+       loss=cross_entropy_random_labels, tags=("transformer",))
 def deit_tiny(ctx: BuildContext):
     import timm
 

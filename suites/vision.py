@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from compilewatch.suites.losses import cross_entropy_random_labels
 from compilewatch.suites.registry import BuildContext, model
 
 SUITE_NAME = "vision"
@@ -21,17 +22,20 @@ def _build(name: str, ctx: BuildContext):
     return net, (torch.randn(batch, 3, size, size, device=ctx.device),)
 
 
-@model("resnet18", requires=REQUIRES, tags=("cnn",))
+@model("resnet18", requires=REQUIRES,
+       loss=cross_entropy_random_labels, tags=("cnn",))
 def resnet18(ctx: BuildContext):
     return _build("resnet18", ctx)
 
 
-@model("mobilenet_v3_small", requires=REQUIRES, tags=("cnn",))
+@model("mobilenet_v3_small", requires=REQUIRES,
+       loss=cross_entropy_random_labels, tags=("cnn",))
 def mobilenet_v3_small(ctx: BuildContext):
     return _build("mobilenet_v3_small", ctx)
 
 
-@model("vit_b_16", requires=REQUIRES, tags=("transformer",))
+@model("vit_b_16", requires=REQUIRES,
+       loss=cross_entropy_random_labels, tags=("transformer",))
 def vit_b_16(ctx: BuildContext):
     import torchvision
 

@@ -20,7 +20,7 @@ from compilewatch.bot.cli.base import (
     make_console,
     stacked,
 )
-from compilewatch.core.schema import DEVICES, DTYPES, DYNAMIC, MODES
+from compilewatch.core.schema import DEVICES, DTYPES, DYNAMIC, MODES, TASKS
 
 measure_options = stacked(
     click.option("--model", "models", multiple=True,
@@ -71,12 +71,17 @@ measure_options = stacked(
                       "the repository provides that came from elsewhere, such as an editable "
                       "install of the PR's head. Repeatable. Example: --allow-installed "
                       "mypkg."),
+    click.option("--task", "tasks", multiple=True, type=click.Choice(TASKS),
+                 help="Measure each model's inference (its forward) or training (a whole "
+                      "step: zero_grad, forward, loss, backward, optimizer step). Repeatable. "
+                      "Default: both on cuda (training for the models that train), inference "
+                      "on cpu. Example: --task training."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 
 MEASURE_KEYS = ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
                 "cold_processes", "isolation", "compile_slots", "pin_cpus",
-                "ready_compile_workers", "preload_compile_path", "allow_installed")
+                "ready_compile_workers", "preload_compile_path", "allow_installed", "tasks")
 
 
 def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:
@@ -95,6 +100,7 @@ def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:
         raise click.BadParameter(f"{bad[0]!r} is not a top-level module name (e.g. mypkg)",
                                  param_hint="--allow-installed")
     values["allow_installed"] = tuple(values["allow_installed"])
+    values["tasks"] = tuple(values["tasks"])
     return MeasureOptions(**values, **extra)
 
 

@@ -23,7 +23,7 @@ from compilewatch.bot.judge.thresholds import (
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.core import signing
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import RunResults
+from compilewatch.core.schema import RunResults, Task
 
 DEFAULT_BASELINE = Path(".compilewatch/baseline.csv")
 
@@ -34,6 +34,7 @@ class ProjectConfig(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     suites: tuple[str, ...] = ()
+    tasks: tuple[Task, ...] = ()  # what each model is measured for; empty: the device's default
     thresholds: Thresholds = Thresholds()
     models: dict[str, ModelOverride] = Field(default_factory=dict)
     baseline: Path = DEFAULT_BASELINE  # relative to ``root``

@@ -34,6 +34,7 @@ from compilewatch.core.schema import (
     MAX_ORIGINS,
     MAX_SHORT_CHARS,
     SCHEMA_VERSION,
+    TASKS,
     Code,
     Environment,
     GitInfo,
@@ -57,6 +58,11 @@ def suite_sources(suites: Iterable[str], repo: Path = Path(".")) -> list[str]:
         return chosen
     project = load_project_config(repo)
     return [str(repo / s) if s.endswith(".py") else s for s in project.suites] or ["micro"]
+
+
+def project_tasks(repo: Path = Path(".")) -> tuple[str, ...]:
+    """The repository's ``[tool.compilewatch] tasks`` (empty: the device's default)."""
+    return tuple(load_project_config(repo).tasks)
 
 
 def side_code(tree: Path, *, home: Path | None = None,
@@ -125,14 +131,17 @@ class MeasureOptions:
     extra_cold_processes: int | None = None
     # top-level modules the repository provides that may come from an installed copy
     allow_installed: tuple[str, ...] = ()
+    # what each model is measured for (``--task``); empty: both on cuda, inference on cpu
+    tasks: tuple[str, ...] = ()
 
-    def resolve(self) -> Measuring:
+    def resolve(self, project_tasks: tuple[str, ...] = ()) -> Measuring:
         """Every ``None`` replaced by the device's default: on a GPU three cold and three
         timing processes per side, three more of each a follow-up may add, compile slots for
         a quarter of the cores (2..8) overlapping GPU timing, timing pinned to the last core;
         on a CPU one cold and two timing processes, no follow-ups, one process at a time
-        (timing runs on the CPU itself). Refuses, before minutes of measuring, values the
-        loop cannot use."""
+        (timing runs on the CPU itself). Tasks: ``--task``, else the repository's
+        ``project_tasks`` (``[tool.compilewatch] tasks``), else both on cuda and inference on
+        cpu. Refuses, before minutes of measuring, values the loop cannot use."""
         gpu = self.device == "cuda"
         cpus = sorted(available_cpus())
         m = Measuring(
@@ -150,7 +159,9 @@ class MeasureOptions:
             measure_all=self.measure_all, quiet=self.quiet,
             extra_processes=_default(self.extra_processes, 3 if gpu else 0),
             extra_cold_processes=_default(self.extra_cold_processes, 3 if gpu else 0),
-            allow_installed=self.allow_installed)
+            allow_installed=self.allow_installed,
+            tasks=tuple(dict.fromkeys(self.tasks or project_tasks))
+            or (TASKS if gpu else ("inference",)))
         m.check(set(cpus))
         return m
 
@@ -181,6 +192,7 @@ class Measuring:
     extra_processes: int
     extra_cold_processes: int
     allow_installed: tuple[str, ...]
+    tasks: tuple[str, ...] = ("inference",)
 
     def check(self, cpus: set[int]) -> None:
         if self.rounds < 1 or self.block_ms <= 0 or self.timeout_s <= 0:
@@ -192,6 +204,8 @@ class Measuring:
                                    ("--extra-cold-processes", self.extra_cold_processes, 0)):
             if value < least:
                 raise UsageError(f"{flag} must be >= {least}")
+        if set(self.tasks) - set(TASKS):
+            raise UsageError(f"--task must be among {list(TASKS)}, not {list(self.tasks)}")
         bad = sorted(set(self.pin_cpus) - cpus)
         if bad:
             raise UsageError(f"--pin-cpus {bad} not among this process's CPUs {sorted(cpus)}")

@@ -70,12 +70,14 @@ def test_suites_json_names_each_suite_and_model(tmp_path: Path, monkeypatch: pyt
         linear = next(m for m in suites["micro"]["models"] if m["name"] == "linear32")
         assert linear["mode"] == {"cuda": "reduce-overhead"} and linear["devices"] == ["cpu",
                                                                                       "cuda"]
+        pointwise = next(m for m in suites["micro"]["models"] if m["name"] == "pointwise")
+        assert pointwise["tasks"] == ["inference"]  # a function without parameters
     if "own" in suites:
         (tiny,) = suites["own"]["models"]
         assert tiny == {"name": "tiny", "tags": ["mlp"], "devices": ["cpu", "cuda"],
                         "requires": ["surely_not_installed_pkg"],
                         "missing": ["surely_not_installed_pkg"], "mode": None, "dtype": None,
-                        "dynamic": None}
+                        "dynamic": None, "tasks": ["inference", "training"]}
         assert Path(suites["own"]["source"]).resolve() == (tmp_path / "bench" / "models.py")
 
 

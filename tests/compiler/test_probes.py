@@ -452,3 +452,21 @@ def test_lookup_verdict_beats_the_counter_window():
 ])
 def test_frames_count_compiled_frames_only(metrics: list[dict], frames: int) -> None:
     assert probes._stats(metrics)["frames"] == frames
+
+
+def test_a_lazily_compiled_backward_is_in_the_total_and_the_backend():
+    """torch records a training step's backward apart (``is_forward`` False, only Inductor's
+    times): the phases still add up to the total, and the backward is shown on its own."""
+    forward = {"dynamo_cumulative_compile_time_us": 22_000_000,
+               "aot_autograd_cumulative_compile_time_us": 21_000_000,
+               "inductor_cumulative_compile_time_us": 20_000_000,
+               "inductor_code_gen_cumulative_compile_time_us": 19_000_000, "is_forward": True}
+    backward = {"inductor_cumulative_compile_time_us": 3_000_000,
+                "inductor_code_gen_cumulative_compile_time_us": 2_500_000,
+                "backward_cumulative_compile_time_us": 3_100_000, "is_forward": False}
+    phases = probes._stats([forward, backward])["phases"]
+    assert phases["total"] == pytest.approx(25.1) and phases["backward"] == pytest.approx(3.1)
+    assert phases["dynamo"] == pytest.approx(1.0)
+    exclusive = ("dynamo", "aot_autograd", "inductor", "codegen")
+    assert sum(phases[k] for k in exclusive) == pytest.approx(phases["total"])
+    assert "backward" not in probes._stats([forward])["phases"]  # inference: none

@@ -101,6 +101,16 @@ def test_config_slug_is_stable_identity():
                   dynamic=False).slug == "cuda-reduce-overhead-bfloat16-static"
 
 
+def test_the_slug_names_the_task_only_for_training():
+    """Every inference slug stays what it was before tasks existed (stored runs, golden files,
+    baselines); a result without a task reads as inference."""
+    assert Config(task="inference").slug == "cpu-default-float32-auto"
+    assert Config(task="training").slug == "cpu-default-float32-auto-training"
+    assert Config.model_validate({"device": "cuda"}).task == "inference"
+    with pytest.raises(ValidationError):
+        Config.model_validate({"task": "serving"})
+
+
 def test_published_json_schema_matches_code():
     """docs/results-schema.json is generated from the code; regenerate when this fails."""
     from pathlib import Path

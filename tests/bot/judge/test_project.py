@@ -70,3 +70,9 @@ def test_cache_public_keys_are_validated_at_load(tmp_path: Path) -> None:
         '[tool.compilewatch]\ncache_public_keys = ["ed25519:nope"]\n')
     with pytest.raises(UsageError, match="cache_public_keys"):
         load_project_config(tmp_path)
+
+
+def test_tasks_are_read_and_checked(tmp_path):
+    assert _repo(tmp_path, 'tasks = ["training"]').tasks == ("training",)
+    with pytest.raises(UsageError, match="tasks"):
+        _repo(tmp_path, 'tasks = ["serving"]')

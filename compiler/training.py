@@ -1,0 +1,201 @@
+"""The training task: one call is a whole training step, as PyTorch's own harness runs one
+(``benchmarks/dynamo/common.py``): ``zero_grad`` -> forward under autocast (bfloat16 AMP on
+cuda, or with dtype ``amp``) -> loss -> backward -> ``optimizer.step()``.
+
+``TrainingModel`` wraps the built ``Model`` with the interface the worker uses for inference
+(``fn``, ``call``, ``compile``, ``inputs``, ``sweep``...), so compile, timing, memory, graph
+breaks, recompiles and cache keys are measured by the same code for both tasks: ``fn`` is the
+eager step and ``compile`` returns the compiled one (``torch.compile`` of the model with its
+compile kwargs, the step around it; the backward compiles lazily inside the first call, so the
+timed first call includes it). Each step owns a copy of the model's initial weights and its
+own optimizer, so the first compiled step and the first eager step start from the same state
+and their results (loss, gradients, updated parameters) can be compared.
+
+The model stays in eval mode: dropout would make every step random (the harness resets the RNG
+and falls back to eager's random ops for that; here the step is made deterministic instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from compilewatch.compiler import accuracy
+from compilewatch.compiler.model import Failure, Model, classify, clone, sync, to_device
+from compilewatch.compiler.protocol import tail
+from compilewatch.core.schema import Accuracy, Category
+
+ADAM_LR = 1e-3
+SGD_LR = 1e-2
+COMPILE_OPTIMIZER = False  # the optimizer step runs eagerly in the compiled step too
+
+
+@contextlib.contextmanager
+def autocast(device: str, amp: bool) -> Iterator[None]:
+    import torch
+
+    if amp:
+        with torch.autocast(device_type=device, dtype=torch.bfloat16):
+            yield
+    else:
+        yield
+
+
+def default_loss(out: Any, inputs: tuple[Any, ...]) -> Any:
+    """The output's own loss (an HF model given labels), else the sum of the means (in
+    float32) of its floating tensors."""
+    import torch
+    from torch.utils import _pytree
+
+    own = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
+    if isinstance(own, torch.Tensor):
+        return own
+    if hasattr(out, "to_tuple"):  # an HF ModelOutput that no pytree knows
+        out = out.to_tuple()
+    parts = [t.float().mean() for t in _pytree.tree_leaves(out)
+             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
+    if not parts:
+        raise ValueError("the output holds no floating tensor that requires grad: "
+                         "give the model a loss= on @model")
+    return torch.stack(parts).sum()
+
+
+def make_optimizer(kind: str, params: list[Any], device: str) -> Any:
+    """Adam (``foreach``, ``capturable`` on cuda) unless the model asks for SGD."""
+    import torch
+
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=SGD_LR, foreach=True)
+    return torch.optim.Adam(params, lr=ADAM_LR, foreach=True, capturable=device == "cuda")
+
+
+class Step:
+    """One training step on its own copy of the module and its own optimizer; calling it runs
+    a step and returns the loss. With ``record``, ``first`` holds loss, gradients and updated
+    parameters after the first step, for the accuracy check (a copy of every parameter and
+    gradient, which a process that does not check accuracy does not make)."""
+
+    def __init__(self, tm: TrainingModel, module: Any, forward: Callable[..., Any],
+                 record: bool = False) -> None:
+        self.tm, self.module, self.forward, self.record = tm, module, forward, record
+        self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        self.optimizer = make_optimizer(tm.mspec.optimizer, [p for _, p in self.params],
+                                        tm.device)
+        self.first: dict[str, Any] | None = None
+
+    def __call__(self, *inputs: Any) -> Any:
+        self.optimizer.zero_grad(set_to_none=True)
+        with autocast(self.tm.device, self.tm.amp):
+            out = self.forward(*inputs)
+            loss = self.tm.loss(out, inputs)
+        loss.backward()
+        self.optimizer.step()
+        if self.record and self.first is None:
+            self.first = self.state(loss)
+        return loss.detach()
+
+    def state(self, loss: Any) -> dict[str, Any]:
+        """Loss, gradients and parameters now, copied, each named by its parameter."""
+        return clone({"loss": loss.detach(),
+                      "grad": {n: p.grad for n, p in self.params},
+                      "param": {n: p.detach() for n, p in self.params}})
+
+
+class TrainingModel:
+    """The model under test with a training step as its call (see the module docstring)."""
+
+    def __init__(self, m: Model, record: bool = True) -> None:
+        import torch
+
+        if not isinstance(m.fn, torch.nn.Module) or not any(
+                p.requires_grad for p in m.fn.parameters()):
+            raise Failure(Category.UNSUPPORTED, "training: no parameters (the model is not an "
+                          "nn.Module with trainable parameters)")
+        self.base = m
+        self.device, self.dtype, self.mspec = m.device, m.dtype, m.mspec
+        # AMP in bfloat16 on cuda (the harness's ``--amp``), and wherever the dtype asks for it
+        self.amp = m.device == "cuda" or m.dtype == "amp"
+        self.inputs, self.sweep = m.inputs, m.sweep
+        self.tolerance = step_tolerance(m, self.amp)
+        self.initial = copy.deepcopy(m.fn)
+        self.loss = m.mspec.loss or default_loss
+        self.record = record  # whether the compiled step keeps its first state (accuracy)
+        self.fn = self.fresh_step()
+
+    def fresh_step(self, wrap: Callable[[Any], Any] | None = None,
+                   record: bool = False) -> Step:
+        module = copy.deepcopy(self.initial)
+        return Step(self, module, wrap(module) if wrap is not None else module, record)
+
+    def compile(self, kwargs: dict[str, Any]) -> Step:
+        import torch
+
+        return self.fresh_step(lambda module: torch.compile(module, **kwargs), self.record)
+
+    def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any:
+        return fn(*(self.inputs if args is None else args))
+
+    def own_code(self) -> Any:
+        return self.base.own_code()
+
+
+def step_tolerance(m: Model, amp: bool) -> tuple[float, float]:
+    """The model's tolerance for its dtype; under autocast (float32 weights on cuda), its
+    tolerance for amp: a bfloat16 forward is not held to float32's."""
+    return m.mspec.tolerance("amp") if amp and m.dtype == "float32" else m.tolerance
+
+
+def settings(tm: TrainingModel) -> dict[str, Any]:
+    """How the step was set up, recorded with the result."""
+    return {"optimizer": tm.mspec.optimizer, "optimizer_compiled": COMPILE_OPTIMIZER,
+            "loss": "suite" if tm.mspec.loss is not None else "default",
+            "autocast": "bfloat16" if tm.amp else None}
+
+
+def run_eager(tm: TrainingModel, check: bool = True) -> tuple[Any, bool | None]:
+    """The first eager step's state, and (with ``check``) whether a second eager step from the
+    same initial weights repeats it within the tolerance: eager that does not repeat itself
+    cannot blame the compiler."""
+    try:
+        first = _first_state(tm.fresh_step(record=check), tm.inputs)
+        second = _first_state(tm.fresh_step(record=True), tm.inputs) if check else first
+        sync(tm.device)
+    except Exception as e:
+        raise Failure(classify(e, Category.EAGER_ERROR), tail(traceback.format_exc())) from e
+    det = accuracy.deterministic(first, second, *tm.tolerance) if check else True
+    return first, det
+
+
+def _first_state(step: Step, inputs: tuple[Any, ...]) -> Any:
+    loss = step(*inputs)
+    return step.first if step.record else loss
+
+
+def fp64_state(tm: TrainingModel) -> dict[str, Any] | None:
+    """One eager step in float64 (no autocast) from the same initial weights, when possible."""
+    import torch
+
+    try:
+        module = copy.deepcopy(tm.initial).double()
+        inputs = to_device(tm.inputs, tm.device, torch.float64)
+        ref = copy.copy(tm)
+        ref.amp = False
+        return _first_state(Step(ref, module, module, record=True), inputs)
+    except Exception:
+        return None
+
+
+def check_accuracy(tm: TrainingModel, compiled: Step, eager_state: Any,
+                   det: bool | None) -> Accuracy:
+    """Loss, gradients and updated parameters of the first compiled step against eager's,
+    with the fp64 fallback and tolerances of inference; a failure names the part
+    (``out['grad']['up.weight']``: the gradient of parameter ``up.weight``)."""
+    atol, rtol = tm.tolerance
+    got = compiled.first
+    if got is None:
+        raise Failure(Category.INFRA, "the compiled training step never ran")
+    ok = accuracy.compare(got, eager_state, atol, rtol, fp64=lambda: fp64_state(tm))
+    return Accuracy(**ok.as_dict(atol, rtol, det))
