@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.core.schema import Status, load_results
+from compilewatch.core.results_file import load_results
+from compilewatch.core.schema import Status
 
 
 @pytest.mark.slow
