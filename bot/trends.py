@@ -109,16 +109,31 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def trends_command(*, out: Path, db_url: str | None = None, suite: str | None = None,
-                   ref: str | None = "main", trigger: str | None = "nightly",
-                   since: datetime | None = None, repo: str | None = None,
-                   allow_empty: bool = False, report_url: str | None = None) -> TrendsReport:
-    """Load the history from the database and write the dashboard into ``out``.
+@dataclass(frozen=True)
+class TrendsRequest:
+    """Which stored runs to draw (None: any ref, any trigger) and where the dashboard goes."""
+
+    out: Path
+    db_url: str | None = None
+    suite: str | None = None
+    ref: str | None = "main"
+    trigger: str | None = "nightly"
+    since: datetime | None = None
+    repo: str | None = None  # OWNER/NAME, or "." for this checkout's
+    allow_empty: bool = False
+    # where a run's report is, ``{run_id}`` in it replaced: the charts' points link to it
+    report_url: str | None = None
+
+
+def trends_command(req: TrendsRequest) -> TrendsReport:
+    """Load the history from the database and write the dashboard into ``req.out``.
 
     No matching run raises ``NothingMeasured`` saying why (nothing is written), unless
     ``allow_empty``: then the empty dashboard is written and the reason is the warning.
-    ``report_url``: where a run's report is, ``{run_id}`` in it replaced (points link to it).
     """
+    out, db_url, suite, ref, trigger, since = (req.out, req.db_url, req.suite, req.ref,
+                                               req.trigger, req.since)
+    repo, allow_empty, report_url = req.repo, req.allow_empty, req.report_url
     filters = Filters(ref=ref, trigger=trigger, suite=suite, since=since,
                       repository=repository_filter(repo))
     with connect(db_url, must_exist=True) as db:

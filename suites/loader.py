@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import re
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,12 +110,14 @@ def load_suite(source: str) -> Suite:
     return Suite(name=name, source=source, module=module, models=models)
 
 
-def resolve_suites(sources: list[str]) -> list[Suite]:
-    """Load each suite once; two sources with the same suite name are an error."""
+def resolve_suites(sources: Iterable[str],
+                   load: Callable[[str], Suite] | None = None) -> list[Suite]:
+    """Load each suite once (``load``: how a source becomes a suite, ``load_suite`` unless
+    given); two sources with the same suite name are an error."""
     suites: list[Suite] = []
     seen: dict[str, str] = {}
     for src in sources:
-        suite = load_suite(src)
+        suite = (load or load_suite)(src)
         if suite.name in seen and seen[suite.name] != suite.module:
             raise SuiteError(f"suites {seen[suite.name]!r} and {src!r} share the name "
                              f"{suite.name!r}; set SUITE_NAME in one of them")

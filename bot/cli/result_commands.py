@@ -349,10 +349,11 @@ def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
       compilewatch trends --out site/ --db postgresql://ci@db.internal/compilewatch
       compilewatch trends --out site/ --trigger local --ref '*' --repo .
     """
-    from compilewatch.bot.trends import trends_command
+    from compilewatch.bot.trends import TrendsRequest, trends_command
 
-    report = trends_command(ref=None if ref == "*" else ref,
-                            trigger=None if trigger == "*" else trigger, **kwargs)
+    report = trends_command(TrendsRequest(ref=None if ref == "*" else ref,
+                                          trigger=None if trigger == "*" else trigger,
+                                          **kwargs))
     click.echo(report.summary)
     if report.warning:
         click.echo(report.warning, err=True)

@@ -24,7 +24,7 @@ from compilewatch.core.errors import SuiteError
 from compilewatch.core.schema import ModuleOrigin
 from compilewatch.suites import listing
 from compilewatch.suites.imports import SideCode
-from compilewatch.suites.loader import BUILTIN, Suite, load_suite
+from compilewatch.suites.loader import BUILTIN, Suite, load_suite, resolve_suites
 
 LISTING_TIMEOUT_S = 300.0  # importing a suite imports torch, and maybe transformers
 MAX_LISTING_BYTES = 4 * 1024 * 1024
@@ -80,17 +80,8 @@ def load_suites(sources: Iterable[str], *, python: str = sys.executable,
                 code: SideCode | None = None) -> list[Suite]:
     """Each suite once, built-ins here and the rest by a listing child; two sources with the
     same suite name are an error (as ``suites.loader.resolve_suites``)."""
-    suites: list[Suite] = []
-    seen: dict[str, str] = {}
-    for src in sources:
-        suite = load_suite(src) if src in BUILTIN else list_suite(src, python, code)
-        if suite.name in seen and seen[suite.name] != suite.module:
-            raise SuiteError(f"suites {seen[suite.name]!r} and {src!r} share the name "
-                             f"{suite.name!r}; set SUITE_NAME in one of them")
-        if suite.name not in seen:
-            seen[suite.name] = suite.module
-            suites.append(suite)
-    return suites
+    return resolve_suites(sources, lambda src: load_suite(src) if src in BUILTIN
+                          else list_suite(src, python, code))
 
 
 def modules_of(suites: Iterable[Suite]) -> dict[str, ModuleOrigin]:

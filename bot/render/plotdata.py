@@ -92,15 +92,21 @@ def compared_strip(row: ModelRow, base: ModelResult | None,
     return Strip(tuple(procs), band=band, reference=reference, verdict=row.verdict.value)
 
 
+# the phases that add up to a compile's total; ``kernel_compile`` and a training step's
+# ``backward`` are inside them, and ``total`` is the bar's length (docs/results-schema.md)
+STACKED = ("dynamo", "aot_autograd", "inductor", "codegen")
+
+
 def phases(result: ModelResult | None, side: str) -> list[PhaseBar]:
-    """Cold, warm and warm-start compile phases of one result (only those recorded)."""
+    """Cold, warm and warm-start compile phases of one result (only those recorded), stacked:
+    the exclusive phases only, so a bar is as long as its compile."""
     if result is None:
         return []
     c = result.compile
     bars = [("cold", c.phases, c.cold_s), ("warm", c.warm_phases, c.warm_s),
             ("warm start", c.warm_start_phases, c.warm_start_s)]
-    return [PhaseBar(name, side, tuple((k, float(v)) for k, v in ph.items()), total)
-            for name, ph, total in bars if ph]
+    return [PhaseBar(name, side, tuple((k, float(ph[k])) for k in STACKED if k in ph), total)
+            for name, ph, total in bars if any(k in ph for k in STACKED)]
 
 
 def forest(comparison: Comparison) -> list[ForestRow]:

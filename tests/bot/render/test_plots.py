@@ -59,3 +59,16 @@ def test_every_row_gets_its_strip_and_phases_and_the_forest_links_to_them() -> N
     assert "base process 1: median" in charts[0][0] and "the verdict&#39;s band" in charts[0][0]
     assert [len(c) for c in run_charts(base)] == [2, 2]
     assert comparison_charts(compare(base, head), None, None)[1] == [[], []]  # no samples
+
+
+def test_a_phase_bar_stacks_the_exclusive_phases_to_its_compile() -> None:
+    """``total`` and ``kernel_compile`` (inside the others) are not stacked: a bar stacked with
+    them was twice as long as its compile."""
+    r = model_result("gpt2")
+    r = r.model_copy(update={"compile": r.compile.model_copy(update={
+        "cold_s": 4.0, "phases": {"total": 4.0, "dynamo": 0.5, "aot_autograd": 2.0,
+                                  "inductor": 0.5, "codegen": 1.0, "kernel_compile": 0.8,
+                                  "backward": 1.2}})})
+    (bar,) = [b for b in plotdata.phases(r, "base") if b.compile == "cold"]
+    assert [k for k, _ in bar.phases] == ["dynamo", "aot_autograd", "inductor", "codegen"]
+    assert sum(v for _, v in bar.phases) == bar.total == 4.0
