@@ -20,19 +20,15 @@ Not part of the test suite; the numbers are written up in docs/storage.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import statistics
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
-
-import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from factories import model_result, run_results
@@ -49,11 +45,11 @@ from compilewatch.db import (
     result_keys,
     results_history,
 )
-from compilewatch.db.engine import create, resolve_url
-from compilewatch.db.migrate import upgrade
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _postgres import scratch_postgres
 
 TREND_METRICS = ("speedup", "cold_s", "warm_s", "warm_start_s", "graph_breaks", "recompiles")
-PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 
 
 def graph_keys(model: int, day: int, n_components: int) -> tuple[list[Any], list[Any]]:
@@ -181,21 +177,6 @@ def bench(url: str, days: int, models: int, samples: int, n_components: int,
             for name, fn in queries.items():
                 first, median = timed(fn)
                 print(f"  {name:48s} first {first:7.1f} ms, median {median:7.1f} ms")
-
-
-@contextlib.contextmanager
-def scratch_postgres() -> Iterator[str]:
-    name = f"cw_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        url = f"postgresql://postgres@127.0.0.1:5432/{name}"
-        with create(resolve_url(url)) as db:
-            upgrade(db)
-        yield url
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def main() -> None:

@@ -31,11 +31,9 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from sqlalchemy import text
 
 from compilewatch.bot.judge.verdicts import compare
@@ -55,9 +53,10 @@ from compilewatch.core.schema import (
 from compilewatch.db import connect, ingest, ingest_files, model_durations
 from compilewatch.db.durations import ident_of
 from compilewatch.db.engine import create, resolve_url
-from compilewatch.db.migrate import upgrade
 
-PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
+sys.path.insert(0, str(Path(__file__).parent))
+from _postgres import scratch_postgres
+
 SUITE = "synthetic"
 SLUG = Config().slug
 ENV = Environment(fingerprint="bench", python="3.12", platform="linux", machine="x86_64",
@@ -93,22 +92,6 @@ def _run(results: list[ModelResult], *, commit: str, finished: bool = True,
                       settings=RunSettings(suites=[SUITE], timeout_s=60, rounds=1, block_ms=1,
                                            trigger="nightly"),
                       results=results)
-
-
-@contextlib.contextmanager
-def postgres() -> Iterator[str]:
-    """A new Postgres database, migrated; dropped on exit."""
-    name = f"cw_bench_shards_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
-    try:
-        with create(resolve_url(url)) as db:
-            upgrade(db)
-        yield url
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def shard_process(url: str, group: str, index: int, count: int, actual: dict[str, float],
@@ -298,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                               "median_s": sorted(suite.values())[len(suite) // 2]}
     import tempfile
 
-    with postgres() as url, tempfile.TemporaryDirectory() as tmp:
+    with scratch_postgres("cw_bench_shards") as url, tempfile.TemporaryDirectory() as tmp:
         folder = args.out or Path(tmp)
         report["count_split_without_history"] = balance(url, suite, 4, folder / "nohistory")
         seed_history(url, suite)
