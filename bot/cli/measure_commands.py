@@ -34,19 +34,21 @@ measure_options = stacked(
                  help="Interleaved eager/compiled timing rounds per model."),
     click.option("--block-ms", type=float, default=20.0, show_default=True,
                  help="Target wall time of one timed block of back-to-back calls."),
-    click.option("--processes", "timing_processes", type=click.IntRange(min=0), default=None,
-                 help="Timing processes per model and side, each a fresh process on the warm "
-                      "cache (samples between processes are where the noise is). Default: 3 "
-                      "on cuda, 2 on cpu."),
-    click.option("--cold-processes", type=click.IntRange(min=1), default=None,
-                 help="Cold-compile processes per model and side, each on an empty cache dir. "
+    click.option("--processes", "timing_processes", type=int, default=None,
+                 help="Timing processes per model and side (0 or more), each a fresh process "
+                      "on the warm cache (samples between processes are where the noise is). "
+                      "Default: 3 on cuda, 2 on cpu."),
+    click.option("--cold-processes", type=int, default=None,
+                 help="Cold-compile processes per model and side (1 or more), each on an "
+                      "empty cache dir. "
                       "Default: 3 on cuda, 1 on cpu (one sample is shown, not judged)."),
     click.option("--isolation", type=click.Choice(["fork", "spawn"]), default="fork",
                  show_default=True,
                  help="fork: workers are forked from a server that imported the compiler "
                       "stack once; spawn: every worker is a fresh interpreter."),
-    click.option("--compile-slots", type=click.IntRange(min=1), default=None,
-                 help="Compile processes at once. Default: cores/4 (2..8) on cuda, 1 on cpu."),
+    click.option("--compile-slots", type=int, default=None,
+                 help="Compile processes at once (1 or more). Default: cores/4 (2..8) on cuda, "
+                      "1 on cpu."),
     click.option("--pin-cpus", default=None, metavar="N[,N...]",
                  help="CPU cores the timing processes run on. Default: the last core on "
                       "cuda, none on cpu."),
@@ -402,12 +404,14 @@ def calibrate_cmd(**kwargs: Any) -> None:
 @click.option("--measure-all", is_flag=True,
               help="Also time models whose compiled code is the same on both sides by "
                    "construction (one graph, equal cache keys, same environment).")
-@click.option("--extra-processes", type=click.IntRange(min=0), default=None,
-              help="Timing processes a side added, once, to a model whose first verdict is "
+@click.option("--extra-processes", type=int, default=None,
+              help="Timing processes a side added (0 or more), once, to a model whose "
+                   "first verdict is "
                    "undecided with its estimate past the threshold. Default: 3 on cuda, 0 on "
                    "cpu.")
-@click.option("--extra-cold-processes", type=click.IntRange(min=0), default=None,
-              help="Cold compiles a side added, once, to a model whose cold-compile verdict "
+@click.option("--extra-cold-processes", type=int, default=None,
+              help="Cold compiles a side added (0 or more), once, to a model whose "
+                   "cold-compile verdict "
                    "is undecided with its estimate near the threshold, or a change called "
                    "on the first ones (judged again on all: confirmed or taken back). "
                    "Default: 3 on cuda, 0 on cpu.")

@@ -52,3 +52,17 @@ def test_measuring_options_are_checked_before_anything_runs(command, bad, tmp_pa
     assert result.exit_code == 2
     assert "--rounds must be >= 1, --block-ms and --timeout > 0" in result.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "pr", "nightly"])
+@pytest.mark.parametrize(("bad", "says"), [
+    (["--processes", "-1"], "--processes must be >= 0"),
+    (["--cold-processes", "0"], "--cold-processes must be >= 1"),
+    (["--compile-slots", "0"], "--compile-slots must be >= 1"),
+])
+def test_process_counts_are_checked_once_by_the_resolved_options(command, bad, says, tmp_path):
+    """click parses the counts as integers; their ranges are the options' one check."""
+    result = CliRunner().invoke(main, [command, *bad, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert says in result.output
+    assert not (tmp_path / "o").exists()
