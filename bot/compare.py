@@ -66,19 +66,18 @@ def compare_command(req: CompareRequest) -> tuple[Comparison, str]:
     """Compare two sides with the repository's thresholds and baseline, and render it; the
     rendering is written to ``req.out`` when given (the CLI prints it otherwise, and raises on
     a gating regression after either, so CI keeps the report)."""
-    base, head, out, db_url = req.base, req.head, req.out, req.db_url
-    sides = {"base": load_sides(base, db_url), "head": load_sides(head, db_url)}
+    sides = {"base": load_sides(req.base, req.db_url), "head": load_sides(req.head, req.db_url)}
     for name, side in sides.items():
         check_something_measured(side, req.allow_empty, label=name)
     comparison = compare_with_project(sides["base"], sides["head"], req.repo,
-                                      noise_bands(db_url, sides["base"]))
+                                      noise_bands(req.db_url, sides["base"]))
     if req.fmt == "html":  # links that work from where the page is (a pipe: the current folder)
-        roots = {"base": results_root(base, sides["base"]),
-                 "head": results_root(head, sides["head"])}
-        comparison = relink(comparison, roots, out if out is not None else Path("compare.html"))
-    history = nightly_values(db_url, comparison) if req.fmt == "markdown" else None
+        roots = {"base": results_root(req.base, sides["base"]),
+                 "head": results_root(req.head, sides["head"])}
+        comparison = relink(comparison, roots, req.out or Path("compare.html"))
+    history = nightly_values(req.db_url, comparison) if req.fmt == "markdown" else None
     text = render(comparison, req.fmt, req.report_url, req.trends_url,
                   (sides["base"], sides["head"]), history)
-    if out is not None:
-        write_atomic(out, text)
+    if req.out is not None:
+        write_atomic(req.out, text)
     return comparison, text

@@ -131,21 +131,18 @@ def trends_command(req: TrendsRequest) -> TrendsReport:
     No matching run raises ``NothingMeasured`` saying why (nothing is written), unless
     ``allow_empty``: then the empty dashboard is written and the reason is the warning.
     """
-    out, db_url, suite, ref, trigger, since = (req.out, req.db_url, req.suite, req.ref,
-                                               req.trigger, req.since)
-    repo, allow_empty, report_url = req.repo, req.allow_empty, req.report_url
-    filters = Filters(ref=ref, trigger=trigger, suite=suite, since=since,
-                      repository=repository_filter(repo))
-    with connect(db_url, must_exist=True) as db:
-        trends = load_trends(db, suite=suite, ref=ref, trigger=trigger, since=since,
-                             repository=filters.repository)
+    filters = Filters(ref=req.ref, trigger=req.trigger, suite=req.suite, since=req.since,
+                      repository=repository_filter(req.repo))
+    with connect(req.db_url, must_exist=True) as db:
+        trends = load_trends(db, suite=req.suite, ref=req.ref, trigger=req.trigger,
+                             since=req.since, repository=filters.repository)
         why = None if trends.suites else explain_empty(list_runs(db, limit=None), filters,
                                                        db.url)
-    if why is not None and not allow_empty:
+    if why is not None and not req.allow_empty:
         raise NothingMeasured(f"{why}; nothing written (pass --allow-empty to write an empty "
                               "dashboard anyway)")
     repository = trends.repositories[0] if len(trends.repositories) == 1 else None
-    site = write_site(trends, out, Links.for_repository(repository, report_url))
+    site = write_site(trends, req.out, Links.for_repository(repository, req.report_url))
     index = site.index
     n_models = sum(len(s.models) for s in trends.suites)
     n_steps = sum(len(m.steps) for s in trends.suites for m in s.models)

@@ -121,7 +121,7 @@ class MeasureOptions:
     preload_compile_path: bool = False
     pin_cpus: tuple[int, ...] | None = None
     measure_all: bool = False
-    quiet: bool = False
+    quiet: bool = False  # the CLI shows no progress or summary (display only)
     # timing processes a side added to a model whose first verdict is undecided but past its
     # threshold (``bot/judge/followup.py``); None: the device's default
     extra_processes: int | None = None
@@ -156,7 +156,7 @@ class MeasureOptions:
             preload_compile_path=self.preload_compile_path,
             pin_cpus=self.pin_cpus if self.pin_cpus is not None else (
                 (cpus[-1],) if gpu and len(cpus) > 1 else ()),
-            measure_all=self.measure_all, quiet=self.quiet,
+            measure_all=self.measure_all,
             extra_processes=_default(self.extra_processes, 3 if gpu else 0),
             extra_cold_processes=_default(self.extra_cold_processes, 3 if gpu else 0),
             allow_installed=self.allow_installed,
@@ -188,7 +188,6 @@ class Measuring:
     preload_compile_path: bool
     pin_cpus: tuple[int, ...]
     measure_all: bool
-    quiet: bool
     extra_processes: int
     extra_cold_processes: int
     allow_installed: tuple[str, ...]
