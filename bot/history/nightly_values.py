@@ -7,12 +7,16 @@ comment flags a handful, the dashboard's query is not needed.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from compilewatch.bot.judge.comparison import Comparison, ModelRow
 from compilewatch.bot.render.sparkline import NIGHTS
-from compilewatch.db import connect, metric_history
+from compilewatch.core.errors import DatabaseError
+from compilewatch.db import Database, connect, metric_history
 from compilewatch.db.engine import resolve_url
+
+log = logging.getLogger(__name__)  # the CLI shows these on stderr
 
 Key = tuple[str, str, str]  # (suite, model, config slug)
 
@@ -47,13 +51,22 @@ def nightly_values(db_url: str | None, comparison: Comparison, *, ref: str | Non
     every flagged row; empty without a configured database."""
     if db_url is None or not _exists(db_url):
         return {}
+    try:
+        with connect(db_url, must_exist=True) as db:
+            return _values(db, comparison, ref, nights)
+    except DatabaseError as e:  # a sparkline is context: it never holds back the verdict
+        log.warning("no nightly history in the comment: %s", e)
+        return {}
+
+
+def _values(db: Database, comparison: Comparison, ref: str | None, nights: int
+            ) -> dict[Key, tuple[str, tuple[float, ...]]]:
     out = {}
-    with connect(db_url, must_exist=True) as db:
-        for row in comparison.flagged():
-            metric, name = metric_of(row)
-            points = metric_history(db, model=row.model, metric=metric, suite=row.suite,
-                                    config_slug=row.config, ref=ref)
-            if len(points) >= 2:
-                out[(row.suite, row.model, row.config)] = (
-                    name, tuple(p.value for p in points[-nights:]))
+    for row in comparison.flagged():
+        metric, name = metric_of(row)
+        points = metric_history(db, model=row.model, metric=metric, suite=row.suite,
+                                config_slug=row.config, ref=ref)
+        if len(points) >= 2:
+            out[(row.suite, row.model, row.config)] = (
+                name, tuple(p.value for p in points[-nights:]))
     return out

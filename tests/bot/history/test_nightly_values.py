@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.judge.verdicts import compare
@@ -36,3 +39,13 @@ def test_no_database_no_history(tmp_path: Path) -> None:
     missing = tmp_path / "nothing.db"
     assert nightly_values(f"sqlite:///{missing}", _comparison()) == {}
     assert not missing.exists()  # never created to look
+
+
+def test_a_database_that_cannot_be_read_leaves_out_the_history_only(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A sparkline is context: a broken database must not stop compare or post."""
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database" * 100)
+    with caplog.at_level(logging.WARNING):
+        assert nightly_values(f"sqlite:///{junk}", _comparison()) == {}
+    assert "no nightly history in the comment" in caplog.text and "not a SQLite" in caplog.text
