@@ -76,8 +76,8 @@ measure_options = stacked(
     click.option("--task", "tasks", multiple=True, type=click.Choice(TASKS),
                  help="Measure each model's inference (its forward) or training (a whole "
                       "step: zero_grad, forward, loss, backward, optimizer step). Repeatable. "
-                      "Default: both on cuda (training for the models that train), inference "
-                      "on cpu. Example: --task training."),
+                      "Default: [tool.compilewatch] tasks, else inference. Example: --task "
+                      "inference --task training."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 

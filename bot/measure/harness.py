@@ -140,8 +140,9 @@ class MeasureOptions:
         a quarter of the cores (2..8) overlapping GPU timing, timing pinned to the last core;
         on a CPU one cold and two timing processes, no follow-ups, one process at a time
         (timing runs on the CPU itself). Tasks: ``--task``, else the repository's
-        ``project_tasks`` (``[tool.compilewatch] tasks``), else both on cuda and inference on
-        cpu. Refuses, before minutes of measuring, values the loop cannot use."""
+        ``project_tasks`` (``[tool.compilewatch] tasks``), else inference (training is asked
+        for until its verdicts have passed an A/A on a GPU: docs/measurement.md). Refuses,
+        before minutes of measuring, values the loop cannot use."""
         gpu = self.device == "cuda"
         cpus = sorted(available_cpus())
         m = Measuring(
@@ -161,7 +162,7 @@ class MeasureOptions:
             extra_cold_processes=_default(self.extra_cold_processes, 3 if gpu else 0),
             allow_installed=self.allow_installed,
             tasks=tuple(dict.fromkeys(self.tasks or project_tasks))
-            or (TASKS if gpu else ("inference",)))
+            or ("inference",))
         m.check(set(cpus))
         return m
 

@@ -1,5 +1,5 @@
 """Which tasks a run measures: ``--task``, else ``[tool.compilewatch] tasks``, else the
-device's default (both on cuda, inference on cpu), resolved once."""
+default (inference, on cuda too), resolved once."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from compilewatch.core.errors import UsageError
 
 @pytest.mark.parametrize(("options", "project", "tasks"), [
     (MeasureOptions(), (), ("inference",)),
-    (MeasureOptions(device="cuda", pin_cpus=()), (), ("inference", "training")),
+    (MeasureOptions(device="cuda", pin_cpus=()), (), ("inference",)),
     (MeasureOptions(), ("training",), ("training",)),
     (MeasureOptions(tasks=("training", "inference", "training")), ("inference",),
      ("training", "inference")),
