@@ -423,6 +423,37 @@ def test_a_cpu_run_calls_an_unchanged_models_change_only_where_compiled_over_eag
     assert disagreed is (case == "host slower on head, same code")
 
 
+def _gpu_launch_bound(model: str, eager: list[float], compiled: list[float],
+                     seed: int) -> ModelResult:
+    r = _cpu_processes(model, eager, compiled, seed)
+    assert r.latency is not None
+    return r.model_copy(update={"config": Config(device="cuda", mode="reduce-overhead"),
+                                "latency": r.latency.model_copy(update={"launch_bound": True})})
+
+
+@pytest.mark.parametrize(("case", "head_eager", "head_compiled", "want"), [
+    # linear32 (CUDA graphs) in an H200 A/A repeat: head's eager launches ran 2.2 times
+    # slower, its graph replays +31%: compiled/eager alone read -42%
+    ("eager's launches slowed, graph replays less", [1954, 1812, 1943], [329, 220, 270],
+     Verdict.NOISY),
+    ("compiler-side slowdown, eager steady", [880, 790, 870], [262, 206, 254],
+     Verdict.REGRESSION),
+    ("compiler-side speedup, eager steady", [880, 790, 870], [182, 143, 176],
+     Verdict.IMPROVEMENT),
+])
+def test_a_gpu_launch_bound_models_compiled_over_eager_is_witnessed_by_compiled_time(
+        case: str, head_eager: list[float], head_compiled: list[float], want: Verdict) -> None:
+    base = _gpu_launch_bound("linear32", [909, 779, 879], [227, 173, 220], seed=1)
+    head = _gpu_launch_bound("linear32", head_eager, head_compiled, seed=2)
+    row = compare(run_results([base]), run_results([head])).rows[0]
+    assert row.compiled_time is not None
+    assert row.compiled_time.method.startswith("processes, eager-normalised"), case
+    assert row.compiled_time.verdict is want, (case, row.compiled_time)
+    disagreed = "disagree, so the host's speed moved" in (row.compiled_time.note or "")
+    assert disagreed is (want is Verdict.NOISY)
+    assert bool(row.gating_findings) is (want is Verdict.REGRESSION)
+
+
 def test_the_eager_witness_is_the_cpus_alone():
     """On a GPU a GPU-bound model's eager is the host's noise, not a witness of the kernels."""
     cuda = Config(device="cuda")
