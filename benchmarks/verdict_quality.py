@@ -141,6 +141,84 @@ def cold_heavy(ctx: BuildContext):
     return fn, (torch.randn(16, dims[0]),)
 '''
 
+TRAIN_INJECT = '''"""Models whose head commit changes their training step by a known amount
+(verdict_quality.py --training)."""
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from compilewatch.suites import BuildContext, model
+
+SUITE_NAME = "inject_training"
+HEAD = {head}
+
+
+def _n(ctx: BuildContext, gpu: int, cpu: int) -> int:
+    return gpu if ctx.large else cpu
+
+
+class _Tap(torch.autograd.Function):
+    """The identity forward; its backward in head also multiplies the gradient by a square
+    matrix (added as zero): one matmul of a layer's size, in the backward graph only."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(w)
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        (w,) = ctx.saved_tensors
+        if HEAD:
+            g = g + (g @ w.to(g.dtype)) * 0.0
+        return g, None
+
+
+@model("backward_heavy", tags=("gpu-bound", "backward-only"), tasks=("training",),
+       optimizer="sgd")
+def backward_heavy(ctx: BuildContext):
+    # six bias-free layers: 6 matmuls forward, 12 backward; head's backward one more
+    # (+1/18 of the matmuls, about +5% of a step that SGD adds little to)
+    rows, dim = _n(ctx, 8192, 64), _n(ctx, 4096, 64)
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(
+                torch.nn.Linear(dim, dim, bias=False) for _ in range(6))
+            self.register_buffer("tap", torch.randn(dim, dim) / dim ** 0.5)
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = torch.relu(layer(x))
+            return _Tap.apply(x, self.tap)
+
+    return Net(), (torch.randn(rows, dim),)
+
+
+@model("saved_more", tags=("memory",), tasks=("training",))
+def saved_more(ctx: BuildContext):
+    # eight blocks of four Linear + GELU; base recomputes three blocks' activations in the
+    # backward (activation checkpointing), head keeps them: the partitioner saves more
+    rows, dim = _n(ctx, 16384, 64), _n(ctx, 1024, 64)
+    recomputed = 0 if HEAD else 3
+
+    def block() -> torch.nn.Module:
+        return torch.nn.Sequential(*[m for _ in range(4)
+                                     for m in (torch.nn.Linear(dim, dim), torch.nn.GELU())])
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(block() for _ in range(8))
+
+        def forward(self, x):
+            for i, b in enumerate(self.blocks):
+                x = checkpoint(b, x, use_reentrant=False) if i < recomputed else b(x)
+            return x
+
+    return Net(), (torch.randn(rows, dim),)
+'''
+
 COLD_FACTOR = 1.2  # the cold-compile change applied to the untouched models' own samples
 FIRST_COLD = 3  # a GPU pr's cold compiles a side before its follow-up (--cold-follow-up-check)
 ALL_COLD = 2 * FIRST_COLD  # and with it: --extra-cold-processes' default of 3 on cuda
@@ -148,20 +226,28 @@ ALL_COLD = 2 * FIRST_COLD  # and with it: --extra-cold-processes' default of 3 o
 CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elements)",
            "tblock": "model +5% (sequence)", "launch_bound": "model +10% (four more layers)",
            "compiler_side": "compiler-side, compiled graph only",
-           "cold_heavy": "cold compile (more kernels)"}
+           "cold_heavy": "cold compile (more kernels)",
+           "backward_heavy": "backward only +5% (one more matmul of 18)",
+           "saved_more": "peak memory (three blocks no longer recomputed)"}
+# the metric a changed model is judged on: compiled time unless named here
+METRIC = {"cold_heavy": "cold_compile", "saved_more": "memory"}
 
 
-def make_inject_repo(root: Path, suites: list[str], inject: bool = True) -> Path:
-    """The untouched suites plus ``inject.py``, whose head commit changes it; without
-    ``inject``, the untouched suites alone and a head commit that changes a README (A/A only:
-    a repeat of ``hf`` alone fits where one with the injected models does not)."""
+def make_inject_repo(root: Path, suites: list[str], inject: bool = True,
+                     training: bool = False) -> Path:
+    """The untouched suites plus ``inject.py``, whose head commit changes it (with
+    ``training``, the training step's injected models); without ``inject``, the untouched
+    suites alone and a head commit that changes a README (A/A only: a repeat of ``hf`` alone
+    fits where one with the injected models does not)."""
     if not inject:
         pyproject = "[tool.compilewatch]\nsuites = " + json.dumps(suites) + "\n"
         return make_repo(root, {"pyproject.toml": pyproject, "README.md": "a\n"},
                          {"README.md": "b\n"})
+    source = TRAIN_INJECT if training else INJECT
     pyproject = "[tool.compilewatch]\nsuites = " + json.dumps([*suites, "inject.py"]) + "\n"
-    return make_repo(root, {"pyproject.toml": pyproject, "inject.py": INJECT.format(head=False)},
-                     {"inject.py": INJECT.format(head=True)})
+    return make_repo(root, {"pyproject.toml": pyproject,
+                            "inject.py": source.replace("{head}", "False")},
+                     {"inject.py": source.replace("{head}", "True")})
 
 
 STOP_GRACE_S = 30  # what an interrupted pr may take to remove its worktrees
@@ -369,6 +455,19 @@ def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False,
     return math.exp(statistics.fmean(map(math.log, h)) - statistics.fmean(map(math.log, b)))
 
 
+def peak_truth(all_runs: list[dict], model: str) -> float | None:
+    """Compiled peak memory, head over base, from every repeat (the geometric mean: peak
+    memory is one deterministic value a side)."""
+    def peaks(side: str) -> list[float]:
+        return [float(p) for run in all_runs
+                if (r := _result(run, model, side)) and (p := (r.get("memory") or {}).get(
+                    "compiled_peak_bytes"))]
+    b, h = peaks("base"), peaks("head")
+    if not b or not h:
+        return None
+    return math.exp(statistics.fmean(map(math.log, h)) - statistics.fmean(map(math.log, b)))
+
+
 def report(comparisons: list[dict], runs: list[dict], walls: list[float],
            cut: list[bool] | None = None, scaled: list[tuple[int, int, int]] | None = None,
            more: list[list[str]] | None = None) -> str:
@@ -380,7 +479,7 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
     names = list(dict.fromkeys(r["model"] for c in comparisons for r in c["rows"]))
     for name in names:
         cold = name == "cold_heavy"
-        metric = "cold_compile" if cold else "compiled_time"
+        metric = METRIC.get(name, "compiled_time")
         verdicts = []
         for c in comparisons:
             row = next((r for r in c["rows"] if r["model"] == name), None)
@@ -396,12 +495,12 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
             else:
                 total_aa += 1
                 flagged_aa += row["verdict"] in ("regression", "improvement")
-        size = truth(runs, name, cold)
+        size = peak_truth(runs, name) if metric == "memory" else truth(runs, name, cold)
         shown = "" if size is None else f"{size - 1:+.1%}"
         cpu = truth(runs, name, cold, cpu=True) if cold else None
         if cpu is not None:  # cold compiles are judged on wall and CPU time together
             shown += f" wall, {cpu - 1:+.1%} CPU"
-        ref = None if cold else truth(runs, name, cold, referenced=True)
+        ref = None if cold or metric == "memory" else truth(runs, name, cold, referenced=True)
         if ref is not None:  # launch-bound models are judged over base's eager model
             shown += f" ({ref - 1:+.1%} over base's eager)"
         lines.append(f"| {name} | {CHANGED.get(name, 'untouched (A/A)')} | {shown} | "
@@ -525,6 +624,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="Keep each repeat's output here.")
     ap.add_argument("--aa-only", action="store_true",
                     help="The untouched suites alone (no injected models): A/A repeats only.")
+    ap.add_argument("--training", action="store_true",
+                    help="The training step (pr --task training): the untouched suites' "
+                         "training configs and the training injections (a backward-only "
+                         "+5%%, more saved activations for peak memory).")
     ap.add_argument("--limit-s", type=float, default=None,
                     help="Seconds for all repeats together, stopping and judging included: a "
                          "pr still running 40 s before it is stopped and judged from the "
@@ -551,7 +654,10 @@ def main() -> None:
     suites = args.suite or ["micro", "hf"]
     end = None if args.limit_s is None else time.monotonic() + args.limit_s
     with tempfile.TemporaryDirectory(prefix="verdict-quality-") as tmp:
-        repo = make_inject_repo(Path(tmp), suites, inject=not args.aa_only)
+        repo = make_inject_repo(Path(tmp), suites, inject=not args.aa_only,
+                                training=args.training)
+        if args.training:
+            args.extra = [*args.extra, "--task", "training"]
         out_root = args.out or Path(tmp) / "out"
         comparisons, runs, walls, cuts = [], [], [], []
         scaled: list[tuple[int, int, int]] = []

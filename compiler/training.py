@@ -11,8 +11,11 @@ timed first call includes it). Each step owns a copy of the model's initial weig
 own optimizer, so the first compiled step and the first eager step start from the same state
 and their results (loss, gradients, updated parameters) can be compared.
 
-The model stays in eval mode: dropout would make every step random (the harness resets the RNG
-and falls back to eager's random ops for that; here the step is made deterministic instead).
+The model trains in train mode, as the harness trains it (batch norm uses the batch's
+statistics and updates its running ones), with every dropout probability at zero: a random
+step could not be compared with eager's (the harness resets the RNG and falls back to eager's
+random ops for that; here the step is deterministic instead, and eager's determinism is
+checked before the compiler is blamed).
 """
 
 from __future__ import annotations
@@ -61,6 +64,33 @@ def default_loss(out: Any, inputs: tuple[Any, ...]) -> Any:
         raise ValueError("the output holds no floating tensor that requires grad: "
                          "give the model a loss= on @model")
     return torch.stack(parts).sum()
+
+
+def train_mode(module: Any) -> int:
+    """``module.train()`` with dropout off: every ``nn.Dropout``'s ``p``, and every float
+    attribute of a submodule or of its ``config`` whose name says dropout (Hugging Face
+    attention reads ``attention_dropout``, ``dropout_prob`` or ``attn_pdrop`` as floats in
+    train mode), set to zero. Returns how many it zeroed."""
+    import torch
+
+    module.train()
+    zeroed = 0
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.modules.dropout._DropoutNd) and sub.p:
+            sub.p, zeroed = 0.0, zeroed + 1
+        for holder in (sub, getattr(sub, "config", None)):
+            if holder is None or isinstance(holder, torch.nn.modules.dropout._DropoutNd):
+                continue
+            for name, value in list(vars(holder).items()):
+                if isinstance(value, float) and value and _says_dropout(name):
+                    setattr(holder, name, 0.0)
+                    zeroed += 1
+    return zeroed
+
+
+def _says_dropout(name: str) -> bool:
+    low = name.lower()
+    return "dropout" in low or "pdrop" in low
 
 
 def make_optimizer(kind: str, params: list[Any], device: str) -> Any:
@@ -121,6 +151,7 @@ class TrainingModel:
         self.inputs, self.sweep = m.inputs, m.sweep
         self.tolerance = step_tolerance(m, self.amp)
         self.initial = copy.deepcopy(m.fn)
+        self.dropouts_zeroed = train_mode(self.initial)
         self.loss = m.mspec.loss or default_loss
         self.record = record  # whether the compiled step keeps its first state (accuracy)
         self.fn = self.fresh_step()
@@ -152,7 +183,8 @@ def settings(tm: TrainingModel) -> dict[str, Any]:
     """How the step was set up, recorded with the result."""
     return {"optimizer": tm.mspec.optimizer, "optimizer_compiled": COMPILE_OPTIMIZER,
             "loss": "suite" if tm.mspec.loss is not None else "default",
-            "autocast": "bfloat16" if tm.amp else None}
+            "autocast": "bfloat16" if tm.amp else None, "mode": "train",
+            "dropouts_zeroed": tm.dropouts_zeroed}
 
 
 def run_eager(tm: TrainingModel, check: bool = True) -> tuple[Any, bool | None]:

@@ -351,6 +351,14 @@ class Memory(_Model):
     compiled_peak_bytes: Count64 | None = None
     unknown_reason: Short | None = None
 
+    @property
+    def compression(self) -> float | None:
+        """Eager's peak over compiled's (the harness's compression ratio): above 1, the
+        compiled step needs less memory (a training step: the partitioner saved less)."""
+        if not self.eager_peak_bytes or not self.compiled_peak_bytes:
+            return None
+        return self.eager_peak_bytes / self.compiled_peak_bytes
+
 
 def _relative(path: str) -> str:
     if path.startswith("/") or ".." in path.split("/"):
@@ -402,6 +410,9 @@ class Training(_Model):
     optimizer_compiled: bool = False  # whether ``optimizer.step()`` ran inside the compile
     loss: Literal["default", "suite"] = "default"  # the output's own loss or a reduction; loss=
     autocast: Literal["bfloat16"] | None = None  # the forward's autocast dtype, None: none
+    # train mode with dropout at zero; a result written before train mode stepped in eval
+    mode: Literal["train", "eval"] = "eval"
+    dropouts_zeroed: Count32 = 0  # dropout probabilities set to zero for a deterministic step
 
 
 class ModelResult(_Model):
