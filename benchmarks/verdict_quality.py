@@ -157,8 +157,9 @@ def _n(ctx: BuildContext, gpu: int, cpu: int) -> int:
 
 
 class _Tap(torch.autograd.Function):
-    """The identity forward; its backward in head also multiplies the gradient by a square
-    matrix (added as zero): one matmul of a layer's size, in the backward graph only."""
+    """The identity forward; its backward in head also multiplies the gradient by a matrix
+    half as wide again as a layer (its sum added as zero): one and a half matmuls of a
+    layer's size, in the backward graph only."""
 
     @staticmethod
     def forward(ctx, x, w):
@@ -169,15 +170,15 @@ class _Tap(torch.autograd.Function):
     def backward(ctx, g):
         (w,) = ctx.saved_tensors
         if HEAD:
-            g = g + (g @ w.to(g.dtype)) * 0.0
+            g = g + (g @ w.to(g.dtype)).sum() * 0.0
         return g, None
 
 
 @model("backward_heavy", tags=("gpu-bound", "backward-only"), tasks=("training",),
        optimizer="sgd")
 def backward_heavy(ctx: BuildContext):
-    # six bias-free layers: 6 matmuls forward, 12 backward; head's backward one more
-    # (+1/18 of the matmuls, about +5% of a step that SGD adds little to)
+    # six bias-free layers: 6 matmuls forward, 12 backward; head's backward one more of a
+    # layer's size gave +3.5% of the step on the H200 (repeats 42-44), so one and a half
     rows, dim = _n(ctx, 8192, 64), _n(ctx, 4096, 64)
 
     class Net(torch.nn.Module):
@@ -185,7 +186,7 @@ def backward_heavy(ctx: BuildContext):
             super().__init__()
             self.layers = torch.nn.ModuleList(
                 torch.nn.Linear(dim, dim, bias=False) for _ in range(6))
-            self.register_buffer("tap", torch.randn(dim, dim) / dim ** 0.5)
+            self.register_buffer("tap", torch.randn(dim, dim + dim // 2) / dim ** 0.5)
 
         def forward(self, x):
             for layer in self.layers:
@@ -227,7 +228,7 @@ CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elem
            "tblock": "model +5% (sequence)", "launch_bound": "model +10% (four more layers)",
            "compiler_side": "compiler-side, compiled graph only",
            "cold_heavy": "cold compile (more kernels)",
-           "backward_heavy": "backward only +5% (one more matmul of 18)",
+           "backward_heavy": "backward only +5% (1.5 more matmuls of 18)",
            "saved_more": "peak memory (three blocks no longer recomputed)"}
 # the metric a changed model is judged on: compiled time unless named here
 METRIC = {"cold_heavy": "cold_compile", "saved_more": "memory"}

@@ -76,16 +76,17 @@ def bert(ctx: BuildContext):
 
 
 class T5Logits(nn.Module):
-    """T5 needs decoder ids as well: the input itself. For training, the input as labels
-    (T5 derives the decoder's ids from them) and the whole output with its loss."""
+    """T5 needs decoder ids as well: the input itself. For training, the input as labels too
+    and the whole output with its loss."""
 
     def __init__(self, inner: nn.Module, train: bool = False) -> None:
         super().__init__()
         self.inner, self.train_ = inner, train
 
     def forward(self, ids: torch.Tensor) -> Any:
-        if self.train_:
-            return self.inner(input_ids=ids, labels=ids)
+        if self.train_:  # the decoder's ids given, not derived from the labels: transformers
+            # releases without a config's decoder_start_token_id cannot derive them
+            return self.inner(input_ids=ids, decoder_input_ids=ids, labels=ids)
         return self.inner(input_ids=ids, decoder_input_ids=ids).logits
 
 
