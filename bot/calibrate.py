@@ -127,7 +127,8 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=options.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
-    jobs = plan_jobs(suites, device=options.device, models=req.models, tasks=options.tasks)
+    jobs = plan_jobs(suites, device=options.device, models=req.models, tasks=options.tasks,
+                     training_builtin_only=options.training_builtin_only)
     env = collect_environment(req.python)
     started = now()
     names = [f"run{i + 1}" for i in range(sides)] if sides > 1 else ["run"]

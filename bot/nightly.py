@@ -113,7 +113,7 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
     jobs = plan_jobs(suites, device=req.measure.device, models=req.models,
-                     tasks=measuring.tasks)
+                     tasks=measuring.tasks, training_builtin_only=measuring.training_builtin_only)
     git = gitutil.head_info(req.repo)
     shard = plan_shard(req.shard, [jobs], db_url=req.db_url, no_db=req.no_db,
                        group_parts=(str(git.get("commit")),))

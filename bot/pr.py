@@ -148,13 +148,13 @@ def side_sources(suites: Iterable[str], tree: Path) -> list[str]:
 
 def plan_side(sources: list[str], *, device: str, models: Iterable[str],
               tasks: Iterable[str] = ("inference",), python: str = sys.executable,
-              code: SideCode | None = None) -> SidePlan:
+              code: SideCode | None = None, training_builtin_only: bool = False) -> SidePlan:
     """Each suite of one side (by its worktree path) and its jobs. A built-in suite is ours and
     loaded here; any other is the PR's code, listed by a process of its own from the side's
     own ``code`` (``bot/measure/listing.py``)."""
     suites = load_suites(sources, python=python, code=code)
     return SidePlan(sources, plan_jobs(suites, device=device, models=models, tasks=tasks,
-                                       strict=False),
+                                       strict=False, training_builtin_only=training_builtin_only),
                     suites)
 
 
@@ -286,7 +286,9 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, E
             futures = {s: pool.submit(plan_side, sources[s],
                                       device=req.measure.device, models=req.models,
                                       tasks=measuring.tasks, python=pythons[s],
-                                      code=codes[s]) for s in SIDES}
+                                      code=codes[s],
+                                      training_builtin_only=measuring.training_builtin_only)
+                       for s in SIDES}
             plans = {s: _planned(s, f) for s, f in futures.items()}
         check_models_matched(plans.values(), req.models)
         # one plan over both sides' jobs: a model the change adds lands in one shard too

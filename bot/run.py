@@ -88,7 +88,7 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
     suites = load_suites(sources, python=req.python, code=code)
     jobs = plan_jobs(suites, device=req.measure.device, models=req.models,
                      modes=req.modes, dtypes=req.dtypes, dynamics=req.dynamics,
-                     tasks=measuring.tasks)
+                     tasks=measuring.tasks, training_builtin_only=measuring.training_builtin_only)
     git = gitutil.head_info(req.repo)
     shard = plan_shard(req.shard, [jobs], db_url=req.db_url, no_db=req.no_db,
                        group_parts=(str(git.get("commit")),))

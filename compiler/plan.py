@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from compilewatch.core.errors import UsageError
 from compilewatch.core.names import unmatched_models
 from compilewatch.core.schema import DYNAMIC, Config
-from compilewatch.suites.loader import Suite
+from compilewatch.suites.loader import BUILTIN, Suite
 from compilewatch.suites.registry import ModelSpec
 
 
@@ -27,10 +27,13 @@ class Job:
 def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
               modes: Iterable[str] = (), dtypes: Iterable[str] = (),
               dynamics: Iterable[str] = (), tasks: Iterable[str] = ("inference",),
-              strict: bool = True) -> list[Job]:
+              strict: bool = True, training_builtin_only: bool = False) -> list[Job]:
     """Expand suites x models x configs x tasks; empty sweeps mean each model's own default.
     A task a model does not take (``tasks=`` on ``@model``: a function without parameters
-    cannot train) is left out for that model.
+    cannot train) is left out for that model. ``training_builtin_only`` (tasks by the
+    device's default, not asked for): only the built-in suites train, a repository's own
+    models are measured for inference until it asks (``--task``, ``[tool.compilewatch]
+    tasks``).
 
     ``strict``: a ``models`` pattern that matches nothing is an error (``pr`` checks the union
     of its two sides instead: a model the change adds exists on one side only).
@@ -44,15 +47,16 @@ def plan_jobs(suites: list[Suite], *, device: str, models: Iterable[str] = (),
             if patterns and not any(fnmatch.fnmatchcase(spec.name, p) for p in patterns):
                 continue
             matched.add(spec.name)
-            if not any(t in spec.tasks for t in tasks):
+            taken = [t for t in tasks if t in spec.tasks and not (
+                t == "training" and training_builtin_only and suite.source not in BUILTIN)]
+            if not taken:
                 untaken.append(spec.name)
             combos = itertools.product(
                 list(modes) or [spec.default_mode(device)],
                 list(dtypes) or [spec.dtype or "float32"],
                 [DYNAMIC[d] for d in dynamics] or [spec.dynamic])
             seen: set[str] = set()
-            for (mode, dtype, dynamic), task in itertools.product(
-                    combos, [t for t in tasks if t in spec.tasks]):
+            for (mode, dtype, dynamic), task in itertools.product(combos, taken):
                 cfg = Config(device=device, mode=mode, dtype=dtype, dynamic=dynamic, task=task)
                 if cfg.slug not in seen:
                     seen.add(cfg.slug)

@@ -76,8 +76,9 @@ measure_options = stacked(
     click.option("--task", "tasks", multiple=True, type=click.Choice(TASKS),
                  help="Measure each model's inference (its forward) or training (a whole "
                       "step: zero_grad, forward, loss, backward, optimizer step). Repeatable. "
-                      "Default: [tool.compilewatch] tasks, else inference. Example: --task "
-                      "inference --task training."),
+                      "Default: [tool.compilewatch] tasks, else on cuda both (training for the "
+                      "built-in suites only), on cpu inference. Example: --task inference "
+                      "--task training."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 

@@ -140,11 +140,13 @@ class MeasureOptions:
         a quarter of the cores (2..8) overlapping GPU timing, timing pinned to the last core;
         on a CPU one cold and two timing processes, no follow-ups, one process at a time
         (timing runs on the CPU itself). Tasks: ``--task``, else the repository's
-        ``project_tasks`` (``[tool.compilewatch] tasks``), else inference (training is asked
-        for until its verdicts have passed an A/A on a GPU: docs/measurement.md). Refuses,
-        before minutes of measuring, values the loop cannot use."""
+        ``project_tasks`` (``[tool.compilewatch] tasks``), else on a GPU inference and
+        training for the built-in suites (a repository's own models are measured for
+        inference until it asks for training), on a CPU inference. Refuses, before minutes
+        of measuring, values the loop cannot use."""
         gpu = self.device == "cuda"
         cpus = sorted(available_cpus())
+        asked = tuple(dict.fromkeys(self.tasks or project_tasks))
         m = Measuring(
             device=self.device, rounds=self.rounds, block_ms=self.block_ms,
             timeout_s=self.timeout_s,
@@ -161,8 +163,8 @@ class MeasureOptions:
             extra_processes=_default(self.extra_processes, 3 if gpu else 0),
             extra_cold_processes=_default(self.extra_cold_processes, 3 if gpu else 0),
             allow_installed=self.allow_installed,
-            tasks=tuple(dict.fromkeys(self.tasks or project_tasks))
-            or ("inference",))
+            tasks=asked or (TASKS if gpu else ("inference",)),
+            training_builtin_only=not asked and gpu)
         m.check(set(cpus))
         return m
 
@@ -193,6 +195,8 @@ class Measuring:
     extra_cold_processes: int
     allow_installed: tuple[str, ...]
     tasks: tuple[str, ...] = ("inference",)
+    # the tasks are the device's default: only the built-in suites train (``plan_jobs``)
+    training_builtin_only: bool = False
 
     def check(self, cpus: set[int]) -> None:
         if self.rounds < 1 or self.block_ms <= 0 or self.timeout_s <= 0:

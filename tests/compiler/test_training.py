@@ -242,6 +242,28 @@ def noisy():
 @model("steady", optimizer="sgd")
 def steady():
     return nn.Linear(4, 4), (torch.randn(2, 4),)
+
+
+class Config:
+    def __init__(self):  # as a Hugging Face config: attention reads it in train mode
+        self.attention_dropout, self.hidden_size = 0.3, 4
+
+
+class Dropping(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin, self.bn, self.drop = nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Dropout(0.5)
+        self.config, self.attn_pdrop = Config(), 0.1
+
+    def forward(self, x):
+        x = self.drop(self.bn(self.lin(x)))
+        p = self.config.attention_dropout if self.training else 0.0
+        return nn.functional.dropout(x, p=p + self.attn_pdrop, training=self.training)
+
+
+@model("dropping")
+def dropping():
+    return Dropping().eval(), (torch.randn(6, 4),)
 '''
 
 
@@ -260,6 +282,23 @@ def test_an_eager_step_that_does_not_repeat_itself_is_caught_before_the_compiler
         tmp_path) -> None:
     _, det = training.run_eager(_built(tmp_path, "noisy"))
     assert det is False
+
+
+def test_a_step_trains_in_train_mode_with_every_dropout_at_zero(tmp_path) -> None:
+    """Batch norm in train mode (its running statistics move), dropout off wherever it is
+    named (a module, a float attribute, a Hugging Face config), so the step repeats."""
+    tm = _built(tmp_path, "dropping")
+    assert tm.initial.training and tm.initial.bn.training
+    assert tm.dropouts_zeroed == 3
+    assert (tm.initial.drop.p, tm.initial.attn_pdrop,
+            tm.initial.config.attention_dropout) == (0.0, 0.0, 0.0)
+    assert training.settings(tm)["mode"] == "train"
+    step = tm.fresh_step()
+    before = step.module.bn.running_mean.clone()
+    step(*tm.inputs)
+    assert not torch.equal(step.module.bn.running_mean, before)
+    _, det = training.run_eager(tm)
+    assert det is True
 
 
 def test_a_step_s_state_is_judged_part_by_part_and_names_the_parameter(tmp_path) -> None:

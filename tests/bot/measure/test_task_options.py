@@ -1,5 +1,6 @@
 """Which tasks a run measures: ``--task``, else ``[tool.compilewatch] tasks``, else the
-default (inference, on cuda too), resolved once."""
+device's default (on cuda both, training for the built-in suites only; on cpu inference),
+resolved once."""
 
 from __future__ import annotations
 
@@ -12,16 +13,45 @@ from compilewatch.bot.measure.harness import MeasureOptions, project_tasks
 from compilewatch.core.errors import UsageError
 
 
-@pytest.mark.parametrize(("options", "project", "tasks"), [
-    (MeasureOptions(), (), ("inference",)),
-    (MeasureOptions(device="cuda", pin_cpus=()), (), ("inference",)),
-    (MeasureOptions(), ("training",), ("training",)),
+@pytest.mark.parametrize(("options", "project", "tasks", "builtin_only"), [
+    (MeasureOptions(), (), ("inference",), False),
+    (MeasureOptions(device="cuda", pin_cpus=()), (), ("inference", "training"), True),
+    (MeasureOptions(device="cuda", pin_cpus=()), ("inference",), ("inference",), False),
+    (MeasureOptions(device="cuda", pin_cpus=(), tasks=("training",)), (), ("training",),
+     False),
+    (MeasureOptions(), ("training",), ("training",), False),
     (MeasureOptions(tasks=("training", "inference", "training")), ("inference",),
-     ("training", "inference")),
+     ("training", "inference"), False),
 ])
 def test_tasks_resolve_from_the_flag_then_the_project_then_the_device(
-        options: MeasureOptions, project: tuple[str, ...], tasks: tuple[str, ...]) -> None:
-    assert options.resolve(project).tasks == tasks
+        options: MeasureOptions, project: tuple[str, ...], tasks: tuple[str, ...],
+        builtin_only: bool) -> None:
+    resolved = options.resolve(project)
+    assert resolved.tasks == tasks
+    assert resolved.training_builtin_only is builtin_only
+
+
+def test_by_default_only_the_built_in_suites_train(tmp_path) -> None:
+    """A repository's own models, whose ``@model`` takes both tasks by default, are measured
+    for inference until it asks for training; the built-in suites train by default."""
+    from compilewatch.compiler.plan import plan_jobs
+    from compilewatch.suites.loader import load_suite
+
+    own = tmp_path / "own_suite.py"
+    own.write_text("import torch\nfrom compilewatch.suites import BuildContext, model\n\n"
+                   "@model('own_block')\ndef own_block(ctx: BuildContext):\n"
+                   "    return torch.nn.Linear(4, 4), (torch.randn(2, 4),)\n")
+    suites = [load_suite("micro"), load_suite(str(own))]
+    models = ["ln_mlp_block", "own_block"]
+
+    def slugs(**kw: object) -> list[tuple[str, str]]:
+        return [(j.spec.name, j.config.task) for j in
+                plan_jobs(suites, device="cuda", models=models,
+                          tasks=("inference", "training"), **kw)]
+
+    assert slugs(training_builtin_only=True) == [
+        ("ln_mlp_block", "inference"), ("ln_mlp_block", "training"), ("own_block", "inference")]
+    assert ("own_block", "training") in slugs()
 
 
 def test_an_unknown_task_is_refused_before_measuring() -> None:
