@@ -381,3 +381,33 @@ def test_a_step_under_autocast_is_held_to_the_amp_tolerance() -> None:
     bf16 = SimpleNamespace(mspec=spec, dtype="bfloat16", tolerance=spec.tolerance("bfloat16"))
     assert training.step_tolerance(bf16, amp=True) == spec.tolerance("bfloat16")  # type: ignore[arg-type]
 
+
+
+@pytest.mark.slow
+def test_a_training_artifact_is_saved_and_verified_by_a_hot_loaded_step(tmp_path) -> None:
+    """The nightly's artifact of a training config holds the forward's and the backward's
+    graphs: a fresh process on an empty cache hot-loads both (no FX miss) and its first
+    step's loss, gradients and updated parameters match eager's."""
+    from compilewatch.bot.cache.publish import build_manifest
+    from compilewatch.bot.measure.harness import collect_environment
+    from compilewatch.compiler import artifacts as art
+    from compilewatch.compiler.plan import Job
+    from tests.one_job import RunOptions, run_job_full, verify_artifact
+
+    (tmp_path / "train_suite.py").write_text(SUITE)
+    suite = load_suite(str(tmp_path / "train_suite.py"))
+    job = Job(suite, suite.models["mlp"], Config(task="training"))
+    opts = RunOptions(rounds=1, block_ms=1.0, timing_processes=0, measure=False,
+                      artifact_dir=tmp_path / "artifacts", timeout_s=600)
+    run = run_job_full(job, opts)
+    assert run.rejected is None, run.rejected
+    assert run.artifact is not None and len(run.artifact_info["fx_keys"]) >= 2
+    start = run.result.cache.counters["warm_start"]
+    assert start.fx_miss == 0 and start.fx_hit >= 2  # forward and backward, both hot
+    manifest = build_manifest([run], collect_environment(), None)
+    assert [(e.model, e.config_slug, e.verified) for e in manifest.artifacts] == [
+        ("mlp", "cpu-default-float32-auto-training", True)]
+    outcome, reason = verify_artifact(job, run.artifact, RunOptions(rounds=1, block_ms=1.0,
+                                                                    timeout_s=600))
+    assert reason is None and outcome.accuracy is not None and outcome.accuracy.passed
+    assert art.judge(outcome) is None
