@@ -434,7 +434,7 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                          Verdict.UNCHANGED else None, _warm_start_note(b, h)] if n]
     if both and memory is None and h.memory.unknown_reason:
         notes.append(f"peak memory: {h.memory.unknown_reason}")
-    notes += _tlparse_missing(b, h)
+    notes += _tlparse_missing(b, h) + _training_setup(b, h)
     return ModelRow(
         suite=b.suite, model=b.model, config=b.config.slug, base_status=b.status.value,
         head_status=h.status.value, head_category=h.category.value, head_error=h.error,
@@ -450,6 +450,17 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         if b.latency and h.latency else None,
         diagnostics=_diagnostics(b, h),
     )
+
+
+def _training_setup(b: ModelResult, h: ModelResult) -> list[str]:
+    """A training step set up differently on the two sides (a result from before train mode,
+    another optimizer): its numbers compare two different steps, which the note says."""
+    if b.training is None or h.training is None or b.training == h.training:
+        return []
+    bd, hd = b.training.model_dump(), h.training.model_dump()
+    diff = ", ".join(f"{k} {bd[k]} → {hd[k]}" for k in bd if bd[k] != hd[k])
+    return [f"the training step differs between the sides ({diff}): its numbers compare two "
+            "different steps"]
 
 
 def _not_measured(b: ModelResult, h: ModelResult) -> ModelRow:

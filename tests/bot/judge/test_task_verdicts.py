@@ -36,3 +36,22 @@ def test_the_database_keeps_both_tasks_and_gives_the_training_setup_back(tmp_pat
         back = load_run(db, run.run_id)
     assert [r.config.slug for r in back.results] == [r.config.slug for r in run.results]
     assert back.results[1].training == Training(optimizer="adam")
+
+
+def test_a_training_step_set_up_differently_on_the_two_sides_is_said():
+    """A base stored before train mode (eval) against a head in train mode: the numbers
+    compare two different steps, and the row says which setting moved."""
+    from compilewatch.bot.judge.verdicts import compare
+    from compilewatch.core.schema import Config, Training
+    from tests.factories import model_result, run_results
+
+    cfg = Config(task="training")
+    old = Training(optimizer="adam")
+    new = Training(optimizer="adam", mode="train", dropouts_zeroed=2)
+    base = model_result("mlp", config=cfg, seed=1).model_copy(update={"training": old})
+    head = model_result("mlp", config=cfg, seed=2).model_copy(update={"training": new})
+    row = compare(run_results([base]), run_results([head])).rows[0]
+    assert any("the training step differs between the sides (mode eval → train, "
+               "dropouts_zeroed 0 → 2)" in n for n in row.notes), row.notes
+    same = compare(run_results([base]), run_results([base.model_copy()])).rows[0]
+    assert not any("training step differs" in n for n in same.notes)
