@@ -33,7 +33,6 @@ from compilewatch.core.schema import Accuracy, Category
 
 ADAM_LR = 1e-3
 SGD_LR = 1e-2
-COMPILE_OPTIMIZER = False  # the optimizer step runs eagerly in the compiled step too
 
 
 @contextlib.contextmanager
@@ -114,6 +113,7 @@ class Step:
         self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self.optimizer = make_optimizer(tm.mspec.optimizer, [p for _, p in self.params],
                                         tm.device)
+        self.optimizer_step: Callable[[], Any] = self.optimizer.step
         self.first: dict[str, Any] | None = None
 
     def __call__(self, *inputs: Any) -> Any:
@@ -122,7 +122,7 @@ class Step:
             out = self.forward(*inputs)
             loss = self.tm.loss(out, inputs)
         loss.backward()
-        self.optimizer.step()
+        self.optimizer_step()
         if self.record and self.first is None:
             self.first = self.state(loss)
         return loss.detach()
@@ -162,9 +162,14 @@ class TrainingModel:
         return Step(self, module, wrap(module) if wrap is not None else module, record)
 
     def compile(self, kwargs: dict[str, Any]) -> Step:
+        """The step around the compiled model; with the model's ``compile_optimizer``, its
+        ``optimizer.step()`` compiled too, with the same kwargs."""
         import torch
 
-        return self.fresh_step(lambda module: torch.compile(module, **kwargs), self.record)
+        step = self.fresh_step(lambda module: torch.compile(module, **kwargs), self.record)
+        if self.mspec.compile_optimizer:
+            step.optimizer_step = torch.compile(step.optimizer.step, **kwargs)
+        return step
 
     def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any:
         return fn(*(self.inputs if args is None else args))
@@ -181,7 +186,7 @@ def step_tolerance(m: Model, amp: bool) -> tuple[float, float]:
 
 def settings(tm: TrainingModel) -> dict[str, Any]:
     """How the step was set up, recorded with the result."""
-    return {"optimizer": tm.mspec.optimizer, "optimizer_compiled": COMPILE_OPTIMIZER,
+    return {"optimizer": tm.mspec.optimizer, "optimizer_compiled": tm.mspec.compile_optimizer,
             "loss": "suite" if tm.mspec.loss is not None else "default",
             "autocast": "bfloat16" if tm.amp else None, "mode": "train",
             "dropouts_zeroed": tm.dropouts_zeroed}

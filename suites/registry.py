@@ -63,6 +63,7 @@ class ModelSpec:
     tasks: tuple[str, ...] = TASKS
     loss: Loss | None = None  # None: the output's own loss, else a reduction of its outputs
     optimizer: str = "adam"
+    compile_optimizer: bool = False  # optimizer.step() compiled too in the compiled step
 
     def missing_packages(self) -> list[str]:
         """The ``requires`` this interpreter cannot import (the model is then skipped)."""
@@ -115,6 +116,7 @@ def model(
     tasks: Iterable[str] = TASKS,
     loss: Loss | None = None,
     optimizer: str = "adam",
+    compile_optimizer: bool = False,
 ) -> Callable[[Factory], Factory]:
     """Register ``factory`` as model ``name`` of the suite (module) that defines it.
 
@@ -122,7 +124,9 @@ def model(
     recompiles); ``mode`` may be a dict by device (e.g. reduce-overhead on cuda only).
     ``tasks``: what the model is measured for (a function without parameters: inference only);
     ``loss(output, inputs)`` the training loss (default: the output's own ``loss``, else the
-    sum of its floating outputs' means); ``optimizer``: "adam" (default) or "sgd".
+    sum of its floating outputs' means); ``optimizer``: "adam" (default) or "sgd";
+    ``compile_optimizer``: the compiled step compiles ``optimizer.step()`` too (with the
+    model's compile kwargs; default: it runs eagerly around the compiled model).
     """
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SuiteError(
@@ -162,6 +166,7 @@ def model(
             compile_kwargs=dict(compile_kwargs or {}), mode=mode, dtype=dtype,
             dynamic=dynamic, devices=tuple(devices), requires=tuple(requires),
             tasks=tuple(tasks), loss=loss, optimizer=optimizer,
+            compile_optimizer=bool(compile_optimizer),
         )
         return factory
 

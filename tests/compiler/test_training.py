@@ -82,6 +82,11 @@ def bw_break():
     return Net(BreaksInBackward), (torch.randn(5, 8),)
 
 
+@model("mlp_compiled_adam", compile_optimizer=True)
+def mlp_compiled_adam():
+    return Net(), (torch.randn(5, 8),)
+
+
 @model("no_params")
 def no_params():
     return (lambda x: x.sin()), (torch.randn(5, 8),)
@@ -381,6 +386,19 @@ def test_a_step_under_autocast_is_held_to_the_amp_tolerance() -> None:
     bf16 = SimpleNamespace(mspec=spec, dtype="bfloat16", tolerance=spec.tolerance("bfloat16"))
     assert training.step_tolerance(bf16, amp=True) == spec.tolerance("bfloat16")  # type: ignore[arg-type]
 
+
+
+@pytest.mark.slow
+def test_a_model_can_ask_for_its_optimizer_step_compiled_and_it_is_recorded(tmp_path) -> None:
+    """``compile_optimizer=True``: the compiled step compiles Adam's step too (a frame of
+    its own beside the model's), and its updated parameters still match eager's."""
+    out = _worker(tmp_path, "mlp_compiled_adam")
+    assert out.ok, out.error
+    assert out.training is not None and out.training.optimizer_compiled
+    plain = _worker(tmp_path, "mlp")
+    assert out.compile is not None and plain.compile is not None
+    assert out.compile.frames > plain.compile.frames
+    assert out.accuracy is not None and out.accuracy.passed
 
 
 @pytest.mark.slow
