@@ -209,6 +209,22 @@ def _torch_metrics() -> list[dict[str, Any]]:
     return out
 
 
+# torch times Inductor's call of the min-cut partitioner (``compile_fx``'s ``partition_fn``)
+# under this name; it keeps every such time in ``compilation_time_metrics``, by name
+PARTITIONER_EVENT = "min_cut_rematerialization_partition"
+
+
+def _timed(event: str) -> float | None:
+    """Seconds of every ``dynamo_timed`` section of this name in this process so far (None:
+    none ran, or this torch does not time it)."""
+    try:
+        from torch._dynamo.utils import compilation_time_metrics
+    except ImportError:
+        return None
+    vals = [v for v in compilation_time_metrics.get(event) or [] if isinstance(v, (int, float))]
+    return float(sum(vals)) if vals else None
+
+
 def _frames(ms: list[dict[str, Any]]) -> int:
     """Frames Dynamo compiled: torch also records a backward compile (``is_forward`` False)
     and work done at run time (``is_runtime``: on a GPU, Triton autotuning and lazily compiled
@@ -255,6 +271,8 @@ def _stats(ms: list[dict[str, Any]]) -> dict[str, Any]:
         "codegen": codegen,
         "kernel_compile": total_us("triton_compile_time_us"),  # inside the others: not summed
         "backward": backward,  # the lazily compiled backward, inside the others: not summed
+        # AOTAutograd's min-cut partitioner, inside aot_autograd: not summed
+        "partitioner": _timed(PARTITIONER_EVENT),
     }
     guards = [m.get("guard_count") for m in ms]
     guards = [g for g in guards if isinstance(g, int)]

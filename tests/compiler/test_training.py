@@ -122,6 +122,8 @@ def test_a_training_step_compiles_forward_and_backward_and_records_both_keys(tmp
     assert out.compile is not None and out.compile.wall_s > 0
     phases = out.compile.phases  # the backward, compiled at the first backward(), is counted
     assert phases["backward"] > 0
+    # the partitioner, apart: inside AOTAutograd's own time
+    assert 0 < phases["partitioner"] <= phases["aot_autograd"]
     exclusive = sum(phases[k] for k in ("dynamo", "aot_autograd", "inductor", "codegen"))
     assert exclusive == pytest.approx(phases["total"], rel=1e-3)
     assert [r.reason for r in out.recompiles], "the sweep's batch of 3 recompiles"
