@@ -657,8 +657,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="verdict-quality-") as tmp:
         repo = make_inject_repo(Path(tmp), suites, inject=not args.aa_only,
                                 training=args.training)
-        if args.training:
-            args.extra = [*args.extra, "--task", "training"]
+        # one task a run: the report keys its rows by model name (a GPU pr measures both by
+        # default)
+        args.extra = [*args.extra, "--task", "training" if args.training else "inference"]
         out_root = args.out or Path(tmp) / "out"
         comparisons, runs, walls, cuts = [], [], [], []
         scaled: list[tuple[int, int, int]] = []
