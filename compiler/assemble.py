@@ -85,6 +85,9 @@ def _latency(outs: Sequence[WorkerOutput]) -> tuple[dict[str, Any] | None, dict[
         "compiled_ci_us": _interval(comp), "host_fraction": host,
         "launch_bound": None if host is None else host >= LAUNCH_BOUND,
         "pinned_cpus": sorted({c for lat in lats for c in lat.cpus}),
+        # per process, where every process said (one that did not leaves the pairing unknown)
+        "gpus": [lat.gpu.model_dump() for lat in lats if lat.gpu is not None]
+        if all(lat.gpu is not None for lat in lats) else [],
     }
     if any(lat.reference_us for lat in lats):
         latency["reference_us"] = [x for lat in lats for x in lat.reference_us]

@@ -19,6 +19,7 @@ from compilewatch.core.schema import (
     CacheKey,
     Category,
     Config,
+    GpuIdentity,
     GraphBreak,
     Memory,
     Origins,
@@ -160,6 +161,7 @@ class LatencySample(_Frozen):
     host_fraction: float | None = Field(None, ge=0)
     cpus: tuple[int, ...] = ()
     reference_us: Floats = Field(default_factory=list)  # the reference's blocks, by round
+    gpu: GpuIdentity | None = None  # the GPU it timed on (cuda)
 
 
 class SavedArtifact(_Frozen):

@@ -29,6 +29,7 @@ from compilewatch.compiler import (
     artifacts,
     compileworkers,
     cpus,
+    gpus,
     probes,
     proctree,
     reads,
@@ -216,7 +217,7 @@ def measure_latency(m: Model, compiled: Any, spec: WorkerSpec, idle_s: float | N
     return LatencySample(timer=timed.timer, calls_per_block=timed.calls_per_block,
                          eager_us=timed.eager_us, compiled_us=timed.compiled_us,
                          host_fraction=timed.host_fraction, cpus=spec.pin_cpus,
-                         reference_us=timed.reference_us)
+                         reference_us=timed.reference_us, gpu=gpus.identity(m.device))
 
 
 def _save_artifact(path: str) -> SavedArtifact:

@@ -169,6 +169,16 @@ class Interval(_Model):
     confidence: float = Field(0.95, gt=0, lt=1)
 
 
+class GpuIdentity(_Model):
+    """The GPU one timing process ran on: a verdict compares samples of one GPU only."""
+
+    index: Count32  # torch's index of the device in that process
+    uuid: Short | None = None  # the physical GPU ("GPU-..."), None where torch gave none
+    name: Short | None = None
+    sm_clock_mhz: Count32 | None = None  # after timing (its steady clocks); None: unknown
+    mem_clock_mhz: Count32 | None = None
+
+
 class Latency(_Model):
     """Steady-state timing. Samples are per-call microseconds of interleaved blocks.
 
@@ -199,6 +209,9 @@ class Latency(_Model):
     # timed one, stored like the others; per process, how many (0: that process timed none)
     reference_us: Samples = Field(default_factory=list)
     reference_sizes: list[Count32] = Field(default_factory=list, max_length=1024)
+    # the GPU each timing process ran on, in process order (empty: a CPU run, or a result
+    # written before GPUs were recorded)
+    gpus: list[GpuIdentity] = Field(default_factory=list, max_length=1024)
 
     @model_validator(mode="after")
     def _references_fit(self) -> Latency:
@@ -212,7 +225,32 @@ class Latency(_Model):
             raise ValueError("reference_sizes: each process times its reference in every round "
                              f"or not at all; got {self.reference_sizes} for processes of "
                              f"{sizes} rounds")
+        if self.gpus and len(self.gpus) != len(sizes):
+            raise ValueError(f"gpus names {len(self.gpus)} GPUs for {len(sizes)} timing "
+                             "processes: one a process, in order")
         return self
+
+    def gpu_uuids(self) -> set[str]:
+        """The physical GPUs the processes ran on (empty: not recorded)."""
+        return {g.uuid for g in self.gpus if g.uuid}
+
+    def on_gpus(self, uuids: set[str]) -> Latency:
+        """Only the timing processes that ran on these GPUs (all where none was recorded)."""
+        if not self.gpus or all(g.uuid in uuids for g in self.gpus):
+            return self
+        keep = [i for i, g in enumerate(self.gpus) if g.uuid in uuids]
+        per = self.per_process()
+        refs, at = [], 0
+        for n in self.reference_sizes:
+            refs.append(self.reference_us[at:at + n])
+            at += n
+        return self.model_copy(update={
+            "eager_us": [x for i in keep for x in per[i][0]],
+            "compiled_us": [x for i in keep for x in per[i][1]],
+            "process_sizes": [len(per[i][1]) for i in keep], "processes": max(1, len(keep)),
+            "reference_us": [x for i in keep if i < len(refs) for x in refs[i]],
+            "reference_sizes": [len(refs[i]) for i in keep if i < len(refs)],
+            "gpus": [self.gpus[i] for i in keep]})
 
     def per_process(self) -> list[tuple[list[float], list[float]]]:
         """(eager, compiled) samples of each timing process."""

@@ -129,6 +129,12 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     bl, hl = b.latency, h.latency
     if bl is None or hl is None or not bl.compiled_us or not hl.compiled_us:
         return None, None, None
+    gpus = _same_gpus(bl, hl)
+    if isinstance(gpus, str):  # no GPU both sides timed on: nothing to pair
+        shown = shown_per_call(bl)[1], shown_per_call(hl)[1]
+        return Delta(base=shown[0], head=shown[1], note=gpus,
+                     method="not compared: different GPUs"), None, None
+    bl, hl, gpu_note = gpus
     t = judge.thresholds
     launch_bound = bool(bl.launch_bound or hl.launch_bound)
     threshold = t.compiled_time_launch_bound if launch_bound else t.compiled_time
@@ -147,6 +153,8 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
         note = (f"launch-bound and the model changed: judged on compiled time over base's eager "
                 f"model timed in the same rounds ({len(refs_b)} and {len(refs_h)} processes), "
                 "which the host's speed cancels out of")
+    if gpu_note:
+        note = ((note + "; ") if note else "") + gpu_note
     prior, calibrated = judge.prior(metric)
     if min(len(groups_b), len(groups_h)) == 1 and not calibrated:
         note = ((note + "; ") if note else "") + (
@@ -187,6 +195,27 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
         _delta(speed, b.speedup.value if b.speedup else 0.0,
                h.speedup.value if h.speedup else 0.0, None, judge),
     )
+
+
+def _same_gpus(bl: Latency, hl: Latency) -> tuple[Latency, Latency, str | None] | str:
+    """Both sides' timing processes on the GPUs both used (a verdict never pairs samples of
+    two GPUs), with a note where some were left out; a string, why nothing can be paired,
+    where the two sides share no GPU. Results that record no GPU are paired as they are."""
+    ub, uh = bl.gpu_uuids(), hl.gpu_uuids()
+    if not ub or not uh or ub == uh:
+        return bl, hl, None
+    common = ub & uh
+    if not common:
+        return (f"timed on different GPUs (base {_gpu_names(bl)}, head {_gpu_names(hl)}): "
+                "samples of two GPUs are never compared")
+    kb, kh = bl.on_gpus(common), hl.on_gpus(common)
+    return kb, kh, (f"only the timing processes on the GPU both sides used are compared "
+                    f"({kb.processes} of {bl.processes} and {kh.processes} of {hl.processes})")
+
+
+def _gpu_names(lat: Latency) -> str:
+    return ", ".join(sorted({f"{g.name or 'GPU'} {(g.uuid or '')[:12]}".strip()
+                             for g in lat.gpus}))
 
 
 def _normalised(b: ModelResult, h: ModelResult, threshold: MetricThreshold,

@@ -131,3 +131,17 @@ def test_run_report_shows_a_training_step_s_setup_and_compression_ratio():
             "autocast bfloat16") in html
     assert html.count("Training step:") == 1  # the inference model has no training setup
     assert "300.0 MiB → 200.0 MiB" in html and "1.50×" in html
+
+
+def test_run_report_names_the_gpu_each_timing_process_ran_on():
+    from compilewatch.core.schema import GpuIdentity
+
+    r = model_result("mlp", processes=2)
+    assert r.latency is not None
+    gpus = [GpuIdentity(index=0, uuid="GPU-8f4e2c1a-77", name="NVIDIA H200", sm_clock_mhz=1980,
+                        mem_clock_mhz=3201), GpuIdentity(index=1, uuid="GPU-1234", name=None)]
+    r = r.model_copy(update={"latency": r.latency.model_copy(update={"gpus": gpus})})
+    html = render_run_html(run_results([r, model_result("cpu_only")]))
+    assert ("Timed on: GPU 0 NVIDIA H200 (GPU-8f4e2c1…), SM 1980 MHz, memory 3201 MHz · "
+            "GPU 1 (GPU-1234…)") in html
+    assert html.count("Timed on:") == 1

@@ -243,3 +243,30 @@ def test_accuracy_from_before_where_and_why_were_recorded_still_loads() -> None:
     new["results"][0]["accuracy"]["failure"] = "maybe"
     with pytest.raises(ResultsFileError, match="failure"):
         parse_results(new)
+
+
+def _gpu_latency(uuids: list[str], sizes: list[int], refs: list[int] | None = None):
+    from compilewatch.core.schema import GpuIdentity, Latency
+
+    n = sum(sizes)
+    return Latency(method="interleaved-blocks", timer="cuda_event", calls_per_block=1,
+                   eager_us=[float(i) for i in range(n)], compiled_us=[float(i) for i in range(n)],
+                   eager_median_us=1.0, compiled_median_us=1.0, processes=len(sizes),
+                   process_sizes=sizes, reference_sizes=refs or [],
+                   reference_us=[1.0] * sum(refs or []),
+                   gpus=[GpuIdentity(index=i, uuid=u) for i, u in enumerate(uuids)])
+
+
+def test_a_latency_names_one_gpu_a_process_or_the_file_is_refused() -> None:
+    with pytest.raises(ValidationError, match="one a process"):
+        _gpu_latency(["GPU-a"], [2, 2])
+    assert _gpu_latency([], [2, 2]).gpu_uuids() == set()
+
+
+def test_a_latency_keeps_only_the_processes_of_the_gpus_asked_for() -> None:
+    lat = _gpu_latency(["GPU-a", "GPU-b", "GPU-a"], [2, 3, 2], refs=[2, 0, 2])
+    kept = lat.on_gpus({"GPU-a"})
+    assert kept.process_sizes == [2, 2] and kept.processes == 2
+    assert kept.compiled_us == [0.0, 1.0, 5.0, 6.0]  # the first and the third process
+    assert kept.reference_sizes == [2, 2] and [g.uuid for g in kept.gpus] == ["GPU-a", "GPU-a"]
+    assert lat.on_gpus({"GPU-a", "GPU-b"}) is lat

@@ -505,3 +505,33 @@ def test_cold_compile_pairs_find_20_percent_where_the_noise_allows_and_never_fla
     aa = [judged(1.0) for _ in range(300)]
     assert found.count(Verdict.REGRESSION) >= least * 300
     assert sum(v in (Verdict.REGRESSION, Verdict.IMPROVEMENT) for v in aa) <= 1
+
+
+def _on_gpus(r: ModelResult, uuids: list[str]) -> ModelResult:
+    from compilewatch.core.schema import GpuIdentity
+
+    assert r.latency is not None
+    gpus = [GpuIdentity(index=i, uuid=u, name="NVIDIA H200") for i, u in enumerate(uuids)]
+    return r.model_copy(update={"config": Config(device="cuda"),
+                                "latency": r.latency.model_copy(update={"gpus": gpus})})
+
+
+def test_samples_of_two_different_gpus_are_never_compared() -> None:
+    """Base timed on one GPU, head on another: compiled time is shown, not judged, and the
+    row says why; where some processes share a GPU, only those are paired."""
+    base = _on_gpus(model_result("m", seed=1, **GPU_BOUND), ["GPU-a"] * 3)
+    slower = model_result("m", seed=2, compiled_us=60.0, **GPU_BOUND)
+    row = compare(run_results([base]), run_results([_on_gpus(slower, ["GPU-b"] * 3)])).rows[0]
+    assert row.compiled_time is not None and row.compiled_time.verdict is None
+    assert row.compiled_time.method == "not compared: different GPUs"
+    assert any("samples of two GPUs are never compared" in n for n in row.notes)
+    assert not row.gating_findings and row.speedup is None
+    mixed = compare(run_results([base]),
+                    run_results([_on_gpus(slower, ["GPU-a", "GPU-b", "GPU-a"])])).rows[0]
+    assert mixed.compiled_time.verdict is Verdict.REGRESSION
+    assert mixed.compiled_time.samples == (3, 2)
+    assert "(3 of 3 and 2 of 3)" in (mixed.compiled_time.note or "")
+    same = compare(run_results([base]),
+                   run_results([_on_gpus(slower, ["GPU-a"] * 3)])).rows[0]
+    assert same.compiled_time.verdict is Verdict.REGRESSION
+    assert "GPU" not in (same.compiled_time.note or "")
