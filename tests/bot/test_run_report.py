@@ -142,6 +142,6 @@ def test_run_report_names_the_gpu_each_timing_process_ran_on():
                         mem_clock_mhz=3201), GpuIdentity(index=1, uuid="GPU-1234", name=None)]
     r = r.model_copy(update={"latency": r.latency.model_copy(update={"gpus": gpus})})
     html = render_run_html(run_results([r, model_result("cpu_only")]))
-    assert ("Timed on: GPU 0 NVIDIA H200 (GPU-8f4e2c1…), SM 1980 MHz, memory 3201 MHz · "
+    assert ("Timed on: GPU 0 NVIDIA H200 (GPU-8f4e2c1a…), SM 1980 MHz, memory 3201 MHz · "
             "GPU 1 (GPU-1234…)") in html
     assert html.count("Timed on:") == 1

@@ -28,7 +28,7 @@ def test_no_gpu_is_recorded_on_a_cpu_and_no_clock_without_a_uuid() -> None:
 
 
 def _out(gpu: GpuIdentity | None) -> WorkerOutput:
-    return WorkerOutput(ok=True, phase="timing", latency=LatencySample(
+    return WorkerOutput(ok=True, phase="warm", latency=LatencySample(
         timer="cuda_event", calls_per_block=4, eager_us=[2.0, 2.0], compiled_us=[1.0, 1.0],
         gpu=gpu))
 
