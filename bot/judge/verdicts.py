@@ -138,8 +138,9 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     t = judge.thresholds
     launch_bound = bool(bl.launch_bound or hl.launch_bound)
     threshold = t.compiled_time_launch_bound if launch_bound else t.compiled_time
-    groups_b = [c for _, c in bl.per_process()]
-    groups_h = [c for _, c in hl.per_process()]
+    raw_b = [c for _, c in bl.per_process()]
+    raw_h = [c for _, c in hl.per_process()]
+    groups_b, groups_h = raw_b, raw_h
     method, note, metric = "processes", None, "compiled_time"
     refs_b, refs_h = bl.referenced_per_process(), hl.referenced_per_process()
     if launch_bound and _model_unchanged(b, h):
@@ -179,15 +180,13 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
                     timed_on=steady_state_units(bl.launch_bound, hl.launch_bound))
     if metric == "compiled_time" and b.config.device == "cpu" and _model_unchanged(b, h) \
             and judge.same_environment:
-        judged = _witnessed(judged, _normalised(b, h, threshold, judge),
-                            ("compiled time", "compiled/eager"),
+        normalised = _view(bl.normalised_per_process(), hl.normalised_per_process(),
+                           "compiled_time_normalised", (compiled_b, compiled_h), threshold,
+                           judge, timed_on=("host", "device"))
+        judged = _witnessed(judged, normalised, ("compiled time", "compiled/eager"),
                             "timed on the CPU and the model is unchanged")
     elif method == "processes, eager-normalised":
-        raw_prior, raw_calibrated = judge.prior("compiled_time")
-        raw = _delta(estimates.ratio([c for _, c in bl.per_process()],
-                                     [c for _, c in hl.per_process()],
-                                     confidence=t.confidence, prior=raw_prior),
-                     compiled_b, compiled_h, threshold, judge, calibrated=raw_calibrated)
+        raw = _view(raw_b, raw_h, "compiled_time", (compiled_b, compiled_h), threshold, judge)
         judged = _witnessed(judged, raw, ("compiled/eager", "compiled time"), opposite_only=True)
     return (
         judged,
@@ -218,16 +217,15 @@ def _gpu_names(lat: Latency) -> str:
                              for g in lat.gpus}))
 
 
-def _normalised(b: ModelResult, h: ModelResult, threshold: MetricThreshold,
-                judge: Judging) -> Delta:
-    """Compiled over eager per round, per process: the host's speed cancels out of it."""
-    bl, hl = b.latency, h.latency
-    assert bl is not None and hl is not None
-    prior, calibrated = judge.prior("compiled_time_normalised")
-    est = estimates.ratio(bl.normalised_per_process(), hl.normalised_per_process(),
-                          confidence=judge.thresholds.confidence, prior=prior)
-    return _delta(est, shown_per_call(bl)[1], shown_per_call(hl)[1], threshold, judge,
-                  calibrated=calibrated, timed_on=("host", "device"))
+def _view(groups_b: list[list[float]], groups_h: list[list[float]], metric: str,
+          shown: tuple[float, float], threshold: MetricThreshold, judge: Judging,
+          timed_on: tuple[Unit, ...] = ()) -> Delta:
+    """A second view of the same timing processes (per-process groups of ``metric``), judged
+    with that metric's noise band: the witness of ``_witnessed``."""
+    prior, calibrated = judge.prior(metric)
+    est = estimates.ratio(groups_b, groups_h, confidence=judge.thresholds.confidence,
+                          prior=prior)
+    return _delta(est, *shown, threshold, judge, calibrated=calibrated, timed_on=timed_on)
 
 
 def _witnessed(judged: Delta, witness: Delta, names: tuple[str, str], why: str = "",
