@@ -13,8 +13,8 @@ SMI_TIMEOUT_S = 5.0
 
 def identity(device: str) -> GpuIdentity | None:
     """This process's current CUDA device: torch's index, the physical UUID, its name and its
-    SM and memory clocks now (asked after timing: the clocks it timed at). None on a CPU, or
-    where torch cannot say; a clock it cannot read is None."""
+    SM and memory clocks now (asked right after timing, outside the device lock: the clocks
+    it timed at). None on a CPU, or where torch cannot say; a clock it cannot read is None."""
     if device != "cuda":
         return None
     import torch
