@@ -239,11 +239,7 @@ class Latency(_Model):
         if not self.gpus or all(g.uuid in uuids for g in self.gpus):
             return self
         keep = [i for i, g in enumerate(self.gpus) if g.uuid in uuids]
-        per = self.per_process()
-        refs, at = [], 0
-        for n in self.reference_sizes:
-            refs.append(self.reference_us[at:at + n])
-            at += n
+        per, refs = self.per_process(), self._reference_groups()
         return self.model_copy(update={
             "eager_us": [x for i in keep for x in per[i][0]],
             "compiled_us": [x for i in keep for x in per[i][1]],
@@ -251,6 +247,14 @@ class Latency(_Model):
             "reference_us": [x for i in keep if i < len(refs) for x in refs[i]],
             "reference_sizes": [len(refs[i]) for i in keep if i < len(refs)],
             "gpus": [self.gpus[i] for i in keep]})
+
+    def _reference_groups(self) -> list[list[float]]:
+        """The reference samples of each timing process (empty for one that timed none)."""
+        out, at = [], 0
+        for n in self.reference_sizes:
+            out.append(self.reference_us[at:at + n])
+            at += n
+        return out
 
     def per_process(self) -> list[tuple[list[float], list[float]]]:
         """(eager, compiled) samples of each timing process."""
@@ -269,10 +273,8 @@ class Latency(_Model):
     def referenced_per_process(self) -> list[list[float]]:
         """Per process that timed the reference, compiled over the reference of the same round:
         the host's speed cancels, and the reference is the same model on both sides."""
-        out, at = [], 0
-        for (_, comp), n in zip(self.per_process(), self.reference_sizes, strict=False):
-            ref = self.reference_us[at:at + n]
-            at += n
+        out = []
+        for (_, comp), ref in zip(self.per_process(), self._reference_groups(), strict=False):
             ratios = [c / r for c, r in zip(comp, ref, strict=False) if r > 0]
             if ratios:  # a process whose reference read 0 throughout tells nothing
                 out.append(ratios)
