@@ -19,6 +19,12 @@ It builds a git repository whose suites are the default GPU suite (``micro``, ``
   CPU samples scaled), judged again: what a change of that size meets in each model's own
   noise.
 
+With ``--training`` every pr measures the training step (``--task training``) and the
+injected models are a training step's (``TRAIN_INJECT``): a backward-only change (a custom
+``autograd.Function`` whose backward does more matmul work in head) and a change to what the
+partitioner saves (activation checkpointing of three blocks dropped in head), judged on peak
+memory.
+
 Every repeat runs ``compilewatch pr --measure-all`` (so the untouched models are timed: they are
 the A/A part). The injected changes' true sizes come from pooling every repeat's processes (3
 repeats x 3 processes a side), not from any one verdict. Prints a markdown report.
@@ -442,28 +448,22 @@ def _cold_cpus(results: dict, model: str, side: str) -> list[float]:
     return [] if r is None else r["compile"].get("cold_cpu_samples_s") or []
 
 
+def _peaks(results: dict, model: str, side: str) -> list[float]:
+    r = _result(results, model, side)
+    peak = ((r or {}).get("memory") or {}).get("compiled_peak_bytes")
+    return [float(peak)] if peak else []
+
+
 def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False,
-          referenced: bool = False) -> float | None:
+          referenced: bool = False, memory: bool = False) -> float | None:
     """The change's size from every repeat's processes pooled: geometric means of process
     medians (or cold compiles: wall, or with ``cpu`` CPU time; or, ``referenced``, compiled
-    over base's eager model in the same rounds), head over base."""
-    pick = (_cold_cpus if cpu else _colds) if cold else (
+    over base's eager model in the same rounds; or, ``memory``, the compiled peak, one value a
+    side and repeat), head over base."""
+    pick = _peaks if memory else (_cold_cpus if cpu else _colds) if cold else (
         _referenced_medians if referenced else _process_medians)
     b = [x for run in all_runs for x in pick(run, model, "base") if x > 0]
     h = [x for run in all_runs for x in pick(run, model, "head") if x > 0]
-    if not b or not h:
-        return None
-    return math.exp(statistics.fmean(map(math.log, h)) - statistics.fmean(map(math.log, b)))
-
-
-def peak_truth(all_runs: list[dict], model: str) -> float | None:
-    """Compiled peak memory, head over base, from every repeat (the geometric mean: peak
-    memory is one deterministic value a side)."""
-    def peaks(side: str) -> list[float]:
-        return [float(p) for run in all_runs
-                if (r := _result(run, model, side)) and (p := (r.get("memory") or {}).get(
-                    "compiled_peak_bytes"))]
-    b, h = peaks("base"), peaks("head")
     if not b or not h:
         return None
     return math.exp(statistics.fmean(map(math.log, h)) - statistics.fmean(map(math.log, b)))
@@ -479,8 +479,8 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
     flagged_aa, total_aa, found, total = 0, 0, 0, 0
     names = list(dict.fromkeys(r["model"] for c in comparisons for r in c["rows"]))
     for name in names:
-        cold = name == "cold_heavy"
         metric = METRIC.get(name, "compiled_time")
+        cold, memory = metric == "cold_compile", metric == "memory"
         verdicts = []
         for c in comparisons:
             row = next((r for r in c["rows"] if r["model"] == name), None)
@@ -496,12 +496,12 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
             else:
                 total_aa += 1
                 flagged_aa += row["verdict"] in ("regression", "improvement")
-        size = peak_truth(runs, name) if metric == "memory" else truth(runs, name, cold)
+        size = truth(runs, name, cold, memory=memory)
         shown = "" if size is None else f"{size - 1:+.1%}"
         cpu = truth(runs, name, cold, cpu=True) if cold else None
         if cpu is not None:  # cold compiles are judged on wall and CPU time together
             shown += f" wall, {cpu - 1:+.1%} CPU"
-        ref = None if cold or metric == "memory" else truth(runs, name, cold, referenced=True)
+        ref = None if cold or memory else truth(runs, name, cold, referenced=True)
         if ref is not None:  # launch-bound models are judged over base's eager model
             shown += f" ({ref - 1:+.1%} over base's eager)"
         lines.append(f"| {name} | {CHANGED.get(name, 'untouched (A/A)')} | {shown} | "
