@@ -235,9 +235,9 @@ CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elem
            "compiler_side": "compiler-side, compiled graph only",
            "cold_heavy": "cold compile (more kernels)",
            "backward_heavy": "backward only +5% (1.5 more matmuls of 18)",
-           "saved_more": "peak memory (three blocks no longer recomputed)"}
+           "saved_more": "forward+backward peak memory (three blocks no longer recomputed)"}
 # the metric a changed model is judged on: compiled time unless named here
-METRIC = {"cold_heavy": "cold_compile", "saved_more": "memory"}
+METRIC = {"cold_heavy": "cold_compile", "saved_more": "fwd_bwd_memory"}
 
 
 def make_inject_repo(root: Path, suites: list[str], inject: bool = True,
@@ -450,7 +450,8 @@ def _cold_cpus(results: dict, model: str, side: str) -> list[float]:
 
 def _peaks(results: dict, model: str, side: str) -> list[float]:
     r = _result(results, model, side)
-    peak = ((r or {}).get("memory") or {}).get("compiled_peak_bytes")
+    mem = (r or {}).get("memory") or {}
+    peak = mem.get("compiled_fwd_bwd_peak_bytes") or mem.get("compiled_peak_bytes")
     return [float(peak)] if peak else []
 
 
@@ -458,8 +459,8 @@ def truth(all_runs: list[dict], model: str, cold: bool, cpu: bool = False,
           referenced: bool = False, memory: bool = False) -> float | None:
     """The change's size from every repeat's processes pooled: geometric means of process
     medians (or cold compiles: wall, or with ``cpu`` CPU time; or, ``referenced``, compiled
-    over base's eager model in the same rounds; or, ``memory``, the compiled peak, one value a
-    side and repeat), head over base."""
+    over base's eager model in the same rounds; or, ``memory``, the compiled peak, a training
+    step's when its backward ended, one value a side and repeat), head over base."""
     pick = _peaks if memory else (_cold_cpus if cpu else _colds) if cold else (
         _referenced_medians if referenced else _process_medians)
     b = [x for run in all_runs for x in pick(run, model, "base") if x > 0]
@@ -480,7 +481,7 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
     names = list(dict.fromkeys(r["model"] for c in comparisons for r in c["rows"]))
     for name in names:
         metric = METRIC.get(name, "compiled_time")
-        cold, memory = metric == "cold_compile", metric == "memory"
+        cold, memory = metric == "cold_compile", metric.endswith("memory")
         verdicts = []
         for c in comparisons:
             row = next((r for r in c["rows"] if r["model"] == name), None)

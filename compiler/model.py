@@ -11,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from compilewatch.compiler import accuracy, outputs
 from compilewatch.compiler.protocol import WorkerSpec, tail
@@ -172,16 +172,25 @@ class Model:
             return fn(*(self.inputs if args is None else args))
 
 
+class Runnable(Protocol):
+    """What timing calls: a model (or the training step around one) and its eager call."""
+
+    device: str
+    fn: Any
+
+    def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any: ...
+
+
 class Reference:
     """The other side's model of the same name, built from its own checkout's suite, timed
     eagerly beside this one's (``spec.reference_suite``), and the device memory it holds
     (weights and inputs), which this process's peak-memory numbers leave out."""
 
-    def __init__(self, model: Model, held_bytes: int) -> None:
+    def __init__(self, model: Runnable, held_bytes: int) -> None:
         self.model, self.held_bytes = model, held_bytes
 
 
-def _allocated(device: str) -> int:
+def allocated(device: str) -> int:
     import torch
 
     return int(torch.cuda.memory_allocated()) if device == "cuda" else 0
@@ -202,10 +211,10 @@ def reference_model(spec: WorkerSpec, notes: list[str]) -> Reference | None:
                                              else None)
     folder = Path(root).resolve() if root else None  # a module suite has no folder of its own
     before, path = set(sys.modules), list(sys.path)
-    held = _allocated(spec.config.device)
+    held = allocated(spec.config.device)
     try:
         model = Model(spec, suite=src, code=own)
-        return Reference(model, _allocated(spec.config.device) - held)
+        return Reference(model, allocated(spec.config.device) - held)
     except Exception as e:  # the other side may fail to build it, or not have it at all
         notes.append(f"no reference: base's {spec.model} did not build "
                      f"({type(e).__name__}: {str(e)[:200]})")

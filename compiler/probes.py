@@ -212,6 +212,10 @@ def _torch_metrics() -> list[dict[str, Any]]:
 # torch times Inductor's call of the min-cut partitioner (``compile_fx``'s ``partition_fn``)
 # under this name; it keeps every such time in ``compilation_time_metrics``, by name
 PARTITIONER_EVENT = "min_cut_rematerialization_partition"
+# ... and Inductor's compile of a backward graph under this one: where AOTAutograd compiles the
+# backward at once, inside the forward's compile (it does when the backward needs sizes the
+# forward saves: dynamic shapes), no lazy backward compile is recorded apart
+BACKWARD_EVENT = "compile_fx.<locals>.bw_compiler"
 
 
 def _timed(event: str) -> float | None:
@@ -270,7 +274,9 @@ def _stats(ms: list[dict[str, Any]]) -> dict[str, Any]:
         "inductor": minus(inductor, codegen),
         "codegen": codegen,
         "kernel_compile": total_us("triton_compile_time_us"),  # inside the others: not summed
-        "backward": backward,  # the lazily compiled backward, inside the others: not summed
+        # the backward's compile (lazy, or at once inside the forward's), inside the others:
+        # not summed
+        "backward": backward if backward is not None else _timed(BACKWARD_EVENT),
         # AOTAutograd's min-cut partitioner, inside aot_autograd: not summed
         "partitioner": _timed(PARTITIONER_EVENT),
     }

@@ -27,7 +27,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from compilewatch.compiler import accuracy
-from compilewatch.compiler.model import Failure, Model, classify, clone, sync, to_device
+from compilewatch.compiler.model import (
+    Failure,
+    Model,
+    Reference,
+    allocated,
+    classify,
+    clone,
+    released,
+    sync,
+    to_device,
+)
 from compilewatch.compiler.protocol import tail
 from compilewatch.core.schema import Accuracy, Category
 
@@ -115,6 +125,9 @@ class Step:
                                         tm.device)
         self.optimizer_step: Callable[[], Any] = self.optimizer.step
         self.first: dict[str, Any] | None = None
+        # with ``watch`` (cuda), the device's peak allocation when the backward ended
+        self.watch = False
+        self.fwd_bwd_peak: int | None = None
 
     def __call__(self, *inputs: Any) -> Any:
         self.optimizer.zero_grad(set_to_none=True)
@@ -122,6 +135,10 @@ class Step:
             out = self.forward(*inputs)
             loss = self.tm.loss(out, inputs)
         loss.backward()
+        if self.watch:
+            import torch
+
+            self.fwd_bwd_peak = int(torch.cuda.max_memory_allocated())
         self.optimizer_step()
         if self.record and self.first is None:
             self.first = self.state(loss)
@@ -176,6 +193,20 @@ class TrainingModel:
 
     def own_code(self) -> Any:
         return self.base.own_code()
+
+
+def witness(ref: Reference, notes: list[str]) -> Reference | None:
+    """The reference model's own eager training step, timed beside this side's as inference
+    times the other side's eager model: the witness a changed launch-bound model's compiled
+    step is judged against. None, and a note, where base's model does not train."""
+    before = allocated(ref.model.device)
+    try:
+        step = TrainingModel(ref.model, record=False)
+    except Exception as e:
+        released(notes, f"base's model does not train ({type(e).__name__}: {str(e)[:200]})",
+                 ref.held_bytes)
+        return None
+    return Reference(step, ref.held_bytes + allocated(step.device) - before)
 
 
 def step_tolerance(m: Model, amp: bool) -> tuple[float, float]:

@@ -185,18 +185,31 @@ def peak_memory(fn: Callable[[], Any], device: str) -> int | None:
     return int(torch.cuda.max_memory_allocated())
 
 
-def measure_memory(m: Model, compiled: Any, held_bytes: int = 0) -> Memory:
-    """Peak allocated bytes of one eager and one compiled call; ``held_bytes`` (a reference
-    model's weights and inputs, allocated throughout) is not this model's and is left out."""
+def measure_memory(m: Model | training.TrainingModel, compiled: Any,
+                   held_bytes: int = 0) -> Memory:
+    """Peak allocated bytes of one eager and one compiled call (a training step: also its
+    peak when the backward ended); ``held_bytes`` (a reference model's weights and inputs,
+    allocated throughout) is not this model's and is left out."""
     if m.device != "cuda":
         return Memory(unknown_reason="peak memory is measured on cuda only")
 
-    def peak(fn: Callable[[], Any]) -> int | None:
-        got = peak_memory(fn, m.device)
+    def own(got: int | None) -> int | None:
         return None if got is None else max(got - held_bytes, 0)
 
-    return Memory(eager_peak_bytes=peak(lambda: m.call(m.fn)),
-                  compiled_peak_bytes=peak(lambda: m.call(compiled)))
+    def peaks(fn: Any) -> tuple[int | None, int | None]:
+        step = fn if isinstance(fn, training.Step) else None
+        if step is None:
+            return own(peak_memory(lambda: m.call(fn), m.device)), None
+        step.watch = True
+        try:
+            whole = peak_memory(lambda: m.call(fn), m.device)
+        finally:
+            step.watch = False
+        return own(whole), own(step.fwd_bwd_peak)
+
+    (eager, eager_fb), (comp, comp_fb) = peaks(m.fn), peaks(compiled)
+    return Memory(eager_peak_bytes=eager, compiled_peak_bytes=comp,
+                  eager_fwd_bwd_peak_bytes=eager_fb, compiled_fwd_bwd_peak_bytes=comp_fb)
 
 
 def measure_latency(m: Model, compiled: Any, spec: WorkerSpec, idle_s: float | None = None,
@@ -337,16 +350,14 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
         if spec.config.task == "training":
             m = training.TrainingModel(m, record=spec.check_accuracy)
             result["training"] = training.settings(m)
-            if ref is not None:  # a training step times no reference witness (yet)
-                released(probe.notes, "training steps are timed without one", ref.held_bytes)
-                ref = None
+            if ref is not None:
+                ref = training.witness(ref, probe.notes)
     with h.phase("eager"), gpu():
-        eager_out, det = (training.run_eager(m, check=spec.check_accuracy)
-                          if isinstance(m, training.TrainingModel)
-                          else run_eager(m, check=spec.check_accuracy))
+        eager = training.run_eager if isinstance(m, training.TrainingModel) else run_eager
+        eager_out, det = eager(m, check=spec.check_accuracy)
         if ref is not None:
             try:
-                run_eager(ref.model, check=False)
+                eager(ref.model, check=False)
             except Failure as f:  # base's model, not this side's: never this side's failure
                 held, ref, why = ref.held_bytes, None, f"base's {spec.model} failed in eager " \
                     f"({f.category})"

@@ -387,8 +387,14 @@ class Accuracy(_Model):
 
 
 class Memory(_Model):
+    """Peak allocated device memory of one call; for a training step, also the peak up to the
+    end of its backward (before ``optimizer.step()``): where what the partitioner saves for the
+    backward shows, which an optimizer's own peak (Adam over a large model) can hide."""
+
     eager_peak_bytes: Count64 | None = None
     compiled_peak_bytes: Count64 | None = None
+    eager_fwd_bwd_peak_bytes: Count64 | None = None
+    compiled_fwd_bwd_peak_bytes: Count64 | None = None
     unknown_reason: Short | None = None
 
     @property

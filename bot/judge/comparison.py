@@ -117,6 +117,7 @@ class ModelRow(_Data):
     warm_start: Delta | None = None  # empty cache dir + a published artifact: shown, not judged
     first_output: Delta | None = None  # compiler-stack import + cold compile: shown, not judged
     memory: Delta | None = None
+    fwd_bwd_memory: Delta | None = None  # a training step's peak when its backward ended
     graph_breaks: CountDelta | None = None
     recompiles: CountDelta | None = None
     accuracy: AccuracyChange | None = None

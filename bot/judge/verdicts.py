@@ -447,11 +447,16 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                                "warm_compile", judge, False) if both else None
     memory = (_point(b.memory.compiled_peak_bytes, h.memory.compiled_peak_bytes, t.memory,
                      judge) if both else None)
+    # a training step's peak when its backward ended: what the partitioner saved shows there,
+    # where the optimizer's own peak may set the whole step's
+    fwd_bwd = (_point(b.memory.compiled_fwd_bwd_peak_bytes,
+                      h.memory.compiled_fwd_bwd_peak_bytes, t.memory, judge) if both else None)
     first = _point(b.compile.first_output_s, h.compile.first_output_s, None, judge) \
         if both else None
     acc = _accuracy(b, h, exp.accuracy, t.accuracy)
     judged = {"compiled time": compiled, "cold compile": cold, "warm compile": warm,
-              "peak memory": memory, "graph breaks": gb, "recompiles": rc, "accuracy": acc}
+              "peak memory": memory, "peak memory (forward+backward)": fwd_bwd,
+              "graph breaks": gb, "recompiles": rc, "accuracy": acc}
     present = [d for d in judged.values() if d is not None]
     verdict = _overall([d.verdict for d in present])
     if verdict is Verdict.UNCHANGED and not _ran(b) and not _ran(h) and acc.expected is None:
@@ -469,7 +474,7 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         gating=any(d.gating for d in present), compiled_time=compiled, eager_time=eager,
         speedup=speedup, cold_compile=cold, warm_compile=warm, warm_start=warm_start,
         first_output=first,
-        memory=memory, graph_breaks=gb, recompiles=rc, accuracy=acc,
+        memory=memory, fwd_bwd_memory=fwd_bwd, graph_breaks=gb, recompiles=rc, accuracy=acc,
         cache_changes=diff_cache(b.cache, h.cache) if both else [], notes=notes,
         gating_findings=[name for name, d in judged.items() if d is not None and d.gating],
         timing_skipped=(h.timing_skipped or b.timing_skipped) if both else None,

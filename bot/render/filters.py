@@ -24,6 +24,7 @@ from compilewatch.bot.judge.comparison import (
 )
 
 DASH = Markup("—")
+FWD_BWD = "peak memory (forward+backward)"
 _INPUT = re.compile(r"^example_inputs\[(\d+)\]$")
 ICONS = {Verdict.REGRESSION: "🔴", Verdict.IMPROVEMENT: "🟢", Verdict.WITHIN_NOISE: "⚪",
          Verdict.NOISY: "🌫️", Verdict.FAILING: "✖️", Verdict.UNCHANGED: "·"}
@@ -143,7 +144,8 @@ def reasons(row: ModelRow) -> list[Reason]:
     compiled = "compiled time (launch-bound)" if row.launch_bound else "compiled time"
     out += [_metric(compiled, row.compiled_time), _count("graph breaks", row.graph_breaks),
             _count("recompiles", row.recompiles), _metric("cold compile", row.cold_compile),
-            _metric("warm compile", row.warm_compile), _metric("peak memory", row.memory)]
+            _metric("warm compile", row.warm_compile), _metric("peak memory", row.memory),
+            _metric(FWD_BWD, row.fwd_bwd_memory)]
     if row.cache_changes:
         out.append(Reason(cache_label(row.cache_changes), cache_items(row.cache_changes),
                           kind="cache", items_label="components"))
@@ -155,7 +157,8 @@ def gating_findings(row: ModelRow) -> list[Markup]:
     a new graph break gates while compiled time drops)."""
     out: list[Markup] = []
     for name, d in (("compiled time", row.compiled_time), ("cold compile", row.cold_compile),
-                    ("warm compile", row.warm_compile), ("peak memory", row.memory)):
+                    ("warm compile", row.warm_compile), ("peak memory", row.memory),
+                    (FWD_BWD, row.fwd_bwd_memory)):
         if d is not None and d.gating:
             out.append(Markup(f"{name} {pct(d.ratio)}"))
     for name, c in (("graph breaks", row.graph_breaks), ("recompiles", row.recompiles)):

@@ -124,13 +124,16 @@ def test_run_report_shows_a_training_step_s_setup_and_compression_ratio():
     train = model_result("mlp", config=Config(device="cuda", task="training")).model_copy(
         update={"training": Training(optimizer="adam", autocast="bfloat16", mode="train",
                                      dropouts_zeroed=3),
-                "memory": Memory(eager_peak_bytes=300 * 2**20, compiled_peak_bytes=200 * 2**20)})
+                "memory": Memory(eager_peak_bytes=300 * 2**20, compiled_peak_bytes=200 * 2**20,
+                                 eager_fwd_bwd_peak_bytes=250 * 2**20,
+                                 compiled_fwd_bwd_peak_bytes=150 * 2**20)})
     html = html_lib.unescape(render_run_html(run_results([train, model_result("plain")])))
     assert ("Training step: train mode (3 dropout probabilities set to zero) · loss: the "
             "output's own, else a reduction · optimizer adam (eager, outside the compile) · "
             "autocast bfloat16") in html
     assert html.count("Training step:") == 1  # the inference model has no training setup
     assert "300.0 MiB → 200.0 MiB" in html and "1.50×" in html
+    assert "forward+backward 250.0 MiB → 150.0 MiB" in html
 
 
 def test_run_report_names_the_gpu_each_timing_process_ran_on():

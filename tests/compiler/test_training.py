@@ -72,6 +72,18 @@ def mlp():
     return Net(), (torch.randn(5, 8),)
 
 
+class Sized(Net):
+    """Its backward needs the batch size the forward saw (a symbolic size, dynamic)."""
+
+    def forward(self, x):
+        return super().forward(x).mean(0) * x.shape[0]
+
+
+@model("mlp_dynamic", dynamic=True)
+def mlp_dynamic():
+    return Sized(), (torch.randn(5, 8),)
+
+
 @model("wrong_grad")
 def wrong_grad():
     return Net(Doubled), (torch.randn(5, 8),)
@@ -93,13 +105,13 @@ def no_params():
 '''
 
 
-def _worker(tmp: Path, name: str) -> WorkerOutput:
+def _worker(tmp: Path, name: str, dynamic: bool | None = None) -> WorkerOutput:
     """One cold training process of ``name``, in a fresh interpreter and cache dir."""
     suite = tmp / "train_suite.py"
     suite.write_text(SUITE)
-    spec = WorkerSpec(suite=str(suite), model=name, config=Config(task="training"),
-                      phase="cold", large=False, rounds=2, block_ms=1.0,
-                      check_accuracy=True, measure_memory=True,
+    spec = WorkerSpec(suite=str(suite), model=name,
+                      config=Config(task="training", dynamic=dynamic), phase="cold",
+                      large=False, rounds=2, block_ms=1.0, check_accuracy=True, measure_memory=True,
                       out=str(tmp / f"{name}.json"), status_file=str(tmp / "status"))
     (tmp / "spec.json").write_text(spec.model_dump_json())
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{name}")}
@@ -136,6 +148,22 @@ def test_a_training_step_compiles_forward_and_backward_and_records_both_keys(
     assert [r.reason for r in out.recompiles], "the sweep's batch of 3 recompiles"
     assert out.memory is not None and out.memory.compiled_peak_bytes is None
     assert out.memory.unknown_reason == "peak memory is measured on cuda only"
+
+
+@pytest.mark.slow
+def test_a_backward_compiled_inside_the_forward_s_compile_is_still_timed(tmp_path) -> None:
+    """With dynamic shapes AOTAutograd compiles the backward at once, inside the forward's
+    compile (it needs sizes the forward saves): no lazy backward compile is recorded, yet the
+    backward's compile time is there, and counted once in the total."""
+    out = _worker(tmp_path, "mlp_dynamic", dynamic=True)
+    assert out.ok, out.error
+    assert out.compile is not None
+    phases = out.compile.phases
+    assert 0 < phases["backward"] < phases["total"]
+    exclusive = sum(phases[k] for k in ("dynamo", "aot_autograd", "inductor", "codegen"))
+    assert exclusive == pytest.approx(phases["total"], rel=1e-3)
+    backward = {k.components.get("fx_kwargs[is_backward]") for k in out.cache.fx}
+    assert len(backward) == 2
 
 
 @pytest.mark.slow

@@ -79,7 +79,7 @@ def _checkout(root, size: int, models: str = SUITE_FILE):  # type: ignore[no-unt
     return root / "suite.py"
 
 
-def _timed(tmp, suite, reference, root=None):  # type: ignore[no-untyped-def]
+def _timed(tmp, suite, reference, root=None, task="inference"):  # type: ignore[no-untyped-def]
     import os
     import subprocess
     import sys
@@ -87,8 +87,8 @@ def _timed(tmp, suite, reference, root=None):  # type: ignore[no-untyped-def]
     from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
     from compilewatch.core.schema import Config
 
-    spec = WorkerSpec(suite=str(suite), model="mm", config=Config(), phase="warm", large=False,
-                      rounds=4, block_ms=2.0, time_steady_state=True,
+    spec = WorkerSpec(suite=str(suite), model="mm", config=Config(task=task), phase="warm",
+                      large=False, rounds=4, block_ms=2.0, time_steady_state=True,
                       reference_suite=str(reference),
                       reference_code=SideCode(root=root) if root else None,
                       out=str(tmp / "out.json"),
@@ -123,6 +123,42 @@ def test_a_reference_that_does_not_build_is_a_note_and_the_process_times_its_own
     assert out.ok, out.error
     assert out.latency is not None and out.latency.reference_us == [] and out.latency.eager_us
     assert any(n.startswith("no reference: base's mm did not build") for n in out.notes)
+
+
+TRAIN_SUITE = '''
+import torch
+from compilewatch.suites import model
+from helpers import SIZE
+
+SUITE_NAME = "user"
+
+
+@model(name="mm")
+def mm(ctx):
+    net = torch.nn.Sequential(*[torch.nn.Linear(SIZE, SIZE) for _ in range(3)])
+    return net, (torch.randn(SIZE, SIZE),)
+'''
+
+
+@pytest.mark.slow
+def test_a_training_process_times_base_s_training_step_as_its_reference(tmp_path) -> None:
+    """Head's training process times base's eager training step beside its own (the witness
+    of a changed launch-bound model); base's model that cannot train is a note."""
+    base = _checkout(tmp_path / "base", 512, models=TRAIN_SUITE)
+    head = _checkout(tmp_path / "head", 8, models=TRAIN_SUITE)
+    out = _timed(tmp_path, head, base, task="training")
+    assert out.ok, out.error
+    lat = out.latency
+    assert lat is not None and len(lat.reference_us) == len(lat.eager_us) == 4
+    assert min(lat.reference_us) > 4 * min(lat.eager_us)  # base's 512-wide layers, head's 8
+    assert not [n for n in out.notes if n.startswith("no reference")]
+
+    (tmp_path / "run2").mkdir()
+    flat = _checkout(tmp_path / "flat", 8)  # base's mm: a lambda, no parameters to train
+    out = _timed(tmp_path / "run2", head, flat, task="training")
+    assert out.ok, out.error
+    assert out.latency is not None and out.latency.reference_us == []
+    assert any(n.startswith("no reference: base's model does not train") for n in out.notes)
 
 
 PACKAGE_SUITE = '''

@@ -92,6 +92,25 @@ def test_cold_compile_regression_and_memory():
     assert row.memory.verdict is Verdict.REGRESSION and row.memory.ratio == 1.5
 
 
+def test_a_training_step_s_forward_backward_peak_is_judged_where_the_whole_step_s_hides_it():
+    """Adam's step sets the whole step's peak on both sides; the partitioner saving more
+    shows in the peak when the backward ended, and is judged (and gates) there."""
+    def step(seed: int, fwd_bwd: int):  # type: ignore[no-untyped-def]
+        r = model_result("m", seed=seed, peak_bytes=400 * 2**20, **NOISE)
+        return r.model_copy(update={"memory": r.memory.model_copy(update={
+            "eager_fwd_bwd_peak_bytes": 300 * 2**20, "compiled_fwd_bwd_peak_bytes": fwd_bwd})})
+
+    row = _cmp([step(1, 200 * 2**20)], [step(2, 260 * 2**20)]).rows[0]
+    assert row.memory.verdict is Verdict.UNCHANGED
+    assert row.fwd_bwd_memory.verdict is Verdict.REGRESSION and row.fwd_bwd_memory.ratio == 1.3
+    assert row.verdict is Verdict.REGRESSION and row.gating
+    assert row.gating_findings == ["peak memory (forward+backward)"]
+    same = _cmp([step(1, 200 * 2**20)], [step(2, 200 * 2**20)]).rows[0]
+    assert same.fwd_bwd_memory.verdict is Verdict.UNCHANGED and not same.gating
+    inference = _cmp([model_result("m", seed=1, **NOISE)], [model_result("m", seed=2, **NOISE)])
+    assert inference.rows[0].fwd_bwd_memory is None
+
+
 def test_warm_compile_regression_does_not_gate_by_default():
     def warm(seed: int, seconds: float):  # type: ignore[no-untyped-def]
         r = model_result("m", seed=seed, **NOISE)

@@ -77,6 +77,23 @@ def test_a_gating_row_names_its_gating_finding_everywhere() -> None:
     assert "regression (gating: graph" in text and "breaks 0 → 1)" in text
 
 
+def test_a_training_step_s_forward_backward_peak_is_named_where_it_gates() -> None:
+    def step(seed: int, fwd_bwd: int):  # type: ignore[no-untyped-def]
+        r = model_result("gpt2", seed=seed, peak_bytes=400 * 2**20)
+        return r.model_copy(update={"memory": r.memory.model_copy(update={
+            "eager_fwd_bwd_peak_bytes": 300 * 2**20, "compiled_fwd_bwd_peak_bytes": fwd_bwd})})
+
+    c = compare(run_results([step(1, 200 * 2**20)], run_id="base-run-0001"),
+                run_results([step(2, 260 * 2**20)], run_id="head-run-0001"))
+    html = render_html(c)
+    (table, *_) = check_tables(html)
+    row = table.row("micro/gpt2")
+    assert "gating: peak memory (forward+backward) +30.0%" in row["verdict"]
+    assert "forward+backward 200.0 MiB → 260.0 MiB +30.0%" in row["peak memory"]
+    flagged = check_markdown_tables(render_markdown(c))[0]
+    assert "peak memory (forward+backward)" in flagged.row("gpt2")["verdict"]
+
+
 def test_both_sides_started_together_is_said_once() -> None:
     same = _gating()
     html = render_html(same)
