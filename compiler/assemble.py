@@ -170,6 +170,7 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
                                     and cold_s is not None else None),
                  "phases": c.compile.phases, "warm_phases": warms[0].phases if warms else {},
                  "frames": c.compile.frames, "graphs": c.compile.graphs,
+                 "compiled_autograd_frames": c.compile.compiled_autograd_frames,
                  "guard_count": c.compile.guard_count,
                  "warm_start_s": s.compile.wall_s if s and s.compile else None,
                  "warm_start_phases": s.compile.phases if s and s.compile else {},

@@ -107,7 +107,8 @@ class CompileProbe:
         stats = _stats(metrics)
         frames = stats["frames"]
         recompiled = sum(1 for m in metrics if m.get("recompile_reason"))
-        if not found and (stats["graphs"] > 1 + recompiled or frames > 1 + recompiled):
+        graphs = stats["graphs"] - stats["compiled_autograd_frames"]
+        if not found and (graphs > 1 + recompiled or frames > 1 + recompiled):
             self._note(f"{stats['graphs']} graphs from {frames} compiled frames "
                        f"({recompiled} recompiles) but no graph break was found")
 
@@ -229,11 +230,18 @@ def _timed(event: str) -> float | None:
     return float(sum(vals)) if vals else None
 
 
+def _compiled_autograd(m: dict[str, Any]) -> bool:
+    """A graph compiled autograd captured (its compile ids read ``!<capture>/<frame>/<n>``)."""
+    return str(m.get("compile_id") or "").startswith("!")
+
+
 def _frames(ms: list[dict[str, Any]]) -> int:
-    """Frames Dynamo compiled: torch also records a backward compile (``is_forward`` False)
-    and work done at run time (``is_runtime``: on a GPU, Triton autotuning and lazily compiled
-    kernels on the first call) as metrics of their own, and neither is a frame."""
-    return sum(1 for m in ms if m.get("is_forward") is not False and not m.get("is_runtime"))
+    """Frames Dynamo compiled of the model's code: torch also records a backward compile
+    (``is_forward`` False), work done at run time (``is_runtime``: on a GPU, Triton autotuning
+    and lazily compiled kernels on the first call) and compiled autograd's captures of a
+    backward as metrics of their own, and none of them is a frame of the model's code."""
+    return sum(1 for m in ms if m.get("is_forward") is not False and not m.get("is_runtime")
+               and not _compiled_autograd(m))
 
 
 def _stats(ms: list[dict[str, Any]]) -> dict[str, Any]:
@@ -287,6 +295,8 @@ def _stats(ms: list[dict[str, Any]]) -> dict[str, Any]:
         "phases": {k: round(v, 6) for k, v in phases.items() if v is not None and v >= 0},
         "frames": _frames(ms),
         "graphs": int(graphs),
+        "compiled_autograd_frames": sum(1 for m in ms if _compiled_autograd(m)
+                                        and not m.get("is_runtime")),
         "guard_count": sum(guards) if guards else None,
     }
 

@@ -148,6 +148,7 @@ class CompileSample(_Frozen):
     phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     frames: int = Field(0, ge=0)
     graphs: int = Field(0, ge=0)
+    compiled_autograd_frames: int = Field(0, ge=0)
     guard_count: int | None = Field(None, ge=0)
 
 

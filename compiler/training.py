@@ -124,6 +124,9 @@ class Step:
         self.optimizer = make_optimizer(tm.mspec.optimizer, [p for _, p in self.params],
                                         tm.device)
         self.optimizer_step: Callable[[], Any] = self.optimizer.step
+        # what the backward runs under (compiled autograd, where the model asks for it)
+        self.backward: Callable[[], contextlib.AbstractContextManager[Any]] = \
+            contextlib.nullcontext
         self.first: dict[str, Any] | None = None
         # with ``watch`` (cuda), the device's peak allocation when the backward ended
         self.watch = False
@@ -134,7 +137,8 @@ class Step:
         with autocast(self.tm.device, self.tm.amp):
             out = self.forward(*inputs)
             loss = self.tm.loss(out, inputs)
-        loss.backward()
+        with self.backward():
+            loss.backward()
         if self.watch:
             import torch
 
@@ -180,12 +184,20 @@ class TrainingModel:
 
     def compile(self, kwargs: dict[str, Any]) -> Step:
         """The step around the compiled model; with the model's ``compile_optimizer``, its
-        ``optimizer.step()`` compiled too, with the same kwargs."""
+        ``optimizer.step()`` compiled too, with the same kwargs; with ``compiled_autograd``,
+        its backward captured by compiled autograd and compiled with them (torch's
+        ``compiled_autograd._enable``: the one entry point from torch 2.8 on that needs no
+        ``backward()`` inside a compiled function)."""
         import torch
 
         step = self.fresh_step(lambda module: torch.compile(module, **kwargs), self.record)
         if self.mspec.compile_optimizer:
             step.optimizer_step = torch.compile(step.optimizer.step, **kwargs)
+        if self.mspec.compiled_autograd:
+            from torch._dynamo import compiled_autograd
+
+            compiler = torch.compile(**kwargs)
+            step.backward = lambda: compiled_autograd._enable(compiler)
         return step
 
     def call(self, fn: Any, args: tuple[Any, ...] | None = None) -> Any:
@@ -218,6 +230,7 @@ def step_tolerance(m: Model, amp: bool) -> tuple[float, float]:
 def settings(tm: TrainingModel) -> dict[str, Any]:
     """How the step was set up, recorded with the result."""
     return {"optimizer": tm.mspec.optimizer, "optimizer_compiled": tm.mspec.compile_optimizer,
+            "compiled_autograd": tm.mspec.compiled_autograd,
             "loss": "suite" if tm.mspec.loss is not None else "default",
             "autocast": "bfloat16" if tm.amp else None, "mode": "train",
             "dropouts_zeroed": tm.dropouts_zeroed}

@@ -320,6 +320,9 @@ class Compile(_Model):
     warm_start_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     frames: Count32 = 0
     graphs: Count32 = 0
+    # frames compiled autograd handed to Dynamo (a training step's backward, captured at run
+    # time): not frames of the model's code, so apart from ``frames``
+    compiled_autograd_frames: Count32 = 0
     guard_count: Count32 | None = None
     cold_instructions: Count64 | None = None
     cache_dir_was_empty: bool = True
@@ -454,6 +457,7 @@ class Training(_Model):
 
     optimizer: Literal["adam", "sgd"]
     optimizer_compiled: bool = False  # whether ``optimizer.step()`` ran inside the compile
+    compiled_autograd: bool = False  # whether the compiled step's backward ran under it
     loss: Literal["default", "suite"] = "default"  # the output's own loss or a reduction; loss=
     autocast: Literal["bfloat16"] | None = None  # the forward's autocast dtype, None: none
     # train mode with dropout at zero; a result written before train mode stepped in eval

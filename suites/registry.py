@@ -64,6 +64,7 @@ class ModelSpec:
     loss: Loss | None = None  # None: the output's own loss, else a reduction of its outputs
     optimizer: str = "adam"
     compile_optimizer: bool = False  # optimizer.step() compiled too in the compiled step
+    compiled_autograd: bool = False  # the compiled step's backward through compiled autograd
 
     def missing_packages(self) -> list[str]:
         """The ``requires`` this interpreter cannot import (the model is then skipped)."""
@@ -117,6 +118,7 @@ def model(
     loss: Loss | None = None,
     optimizer: str = "adam",
     compile_optimizer: bool = False,
+    compiled_autograd: bool = False,
 ) -> Callable[[Factory], Factory]:
     """Register ``factory`` as model ``name`` of the suite (module) that defines it.
 
@@ -126,7 +128,9 @@ def model(
     ``loss(output, inputs)`` the training loss (default: the output's own ``loss``, else the
     sum of its floating outputs' means); ``optimizer``: "adam" (default) or "sgd";
     ``compile_optimizer``: the compiled step compiles ``optimizer.step()`` too (with the
-    model's compile kwargs; default: it runs eagerly around the compiled model).
+    model's compile kwargs; default: it runs eagerly around the compiled model);
+    ``compiled_autograd``: the compiled step's backward runs under compiled autograd (Dynamo
+    captures the whole backward at run time and compiles it with the same kwargs).
     """
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SuiteError(
@@ -167,6 +171,7 @@ def model(
             dynamic=dynamic, devices=tuple(devices), requires=tuple(requires),
             tasks=tuple(tasks), loss=loss, optimizer=optimizer,
             compile_optimizer=bool(compile_optimizer),
+            compiled_autograd=bool(compiled_autograd),
         )
         return factory
 

@@ -99,6 +99,11 @@ def mlp_compiled_adam():
     return Net(), (torch.randn(5, 8),)
 
 
+@model("mlp_compiled_autograd", compiled_autograd=True)
+def mlp_compiled_autograd():
+    return Net(), (torch.randn(5, 8),)
+
+
 @model("no_params")
 def no_params():
     return (lambda x: x.sin()), (torch.randn(5, 8),)
@@ -437,6 +442,26 @@ def test_a_model_can_ask_for_its_optimizer_step_compiled_and_it_is_recorded(
     assert out.compile is not None and plain.compile is not None
     assert out.compile.frames > plain.compile.frames
     assert out.accuracy is not None and out.accuracy.passed
+
+
+@pytest.mark.slow
+def test_compiled_autograd_captures_the_backward_as_frames_of_its_own(
+        tmp_path, mlp_step: WorkerOutput) -> None:
+    """The compiled step's backward under compiled autograd: Dynamo compiles its capture as a
+    frame of its own, counted apart from the model's frames (not a graph break, not a
+    recompile); the step stays right; the setting is recorded."""
+    out = _worker(tmp_path, "mlp_compiled_autograd")
+    assert out.ok, out.error
+    assert out.training is not None and out.training.compiled_autograd
+    assert not out.training.optimizer_compiled
+    assert out.compile is not None and out.compile.frames == 1
+    assert out.compile.compiled_autograd_frames >= 1
+    assert not out.graph_breaks and not out.recompiles
+    assert not [n for n in out.notes if "no graph break was found" in n]
+    assert out.accuracy is not None and out.accuracy.passed
+    plain = mlp_step
+    assert plain.training is not None and not plain.training.compiled_autograd
+    assert plain.compile is not None and plain.compile.compiled_autograd_frames == 0
 
 
 @pytest.mark.slow
