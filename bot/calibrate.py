@@ -29,9 +29,9 @@ from compilewatch.bot.measure.harness import (
     build_results,
     code_record,
     collect_environment,
-    host_check,
     measure_sides,
     now,
+    preflight,
     project_tasks,
     side_code,
     suite_sources,
@@ -131,10 +131,11 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
                      training_builtin_only=options.training_builtin_only)
     env = collect_environment(req.python)
     started = now()
+    host, options = preflight(options, env, req.python)
     names = [f"run{i + 1}" for i in range(sides)] if sides > 1 else ["run"]
     measured = measure_sides([SideJobs(name, jobs, options.run_options(req.python, code=code))
                               for name in names], options, progress=progress)
-    git, host = gitutil.head_info(req.repo), host_check(options.device, req.python)
+    git = gitutil.head_info(req.repo)
     runs = [build_results(models := [j.result for j in measured[name]], env=env, git=git,
                           sources=sources, options=options, started=started,
                           run_id=uuid.uuid4().hex, host=host,

@@ -35,9 +35,9 @@ from compilewatch.bot.measure.harness import (
     build_results,
     code_record,
     collect_environment,
-    host_check,
     measure_sides,
     now,
+    preflight,
     project_tasks,
     side_code,
     suite_sources,
@@ -123,7 +123,7 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
                                    diagnostics_dir=out / "diagnostics", diagnostics_base=out,
                                    code=code, extra_env=remotecache.worker_env(req.remote_cache))
     started, run_id = now(), uuid.uuid4().hex
-    host = host_check(req.measure.device, req.python)
+    host, measuring = preflight(measuring, env, req.python)
 
     def results_of(models: list[ModelResult], finished: bool) -> RunResults:
         return stamped(shard, build_results(

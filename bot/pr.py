@@ -43,9 +43,9 @@ from compilewatch.bot.measure.harness import (
     build_results,
     code_record,
     collect_environment,
-    host_check,
     measure_sides,
     now,
+    preflight,
     project_tasks,
     side_code,
     suite_sources,
@@ -253,7 +253,7 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
     same_env = envs[req.base_python].fingerprint == envs[req.head_python].fingerprint \
         and req.base_python == req.head_python
     started = now()
-    host = host_check(req.measure.device, req.base_python)
+    host, measuring = preflight(measuring, envs[req.base_python], req.base_python)
     stage = staging(req.out)
     try:
         comparison, runs = _measure(req, measuring, refs, envs, pythons, same_env, started,

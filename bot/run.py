@@ -21,9 +21,9 @@ from compilewatch.bot.measure.harness import (
     build_results,
     code_record,
     collect_environment,
-    host_check,
     measure_sides,
     now,
+    preflight,
     project_tasks,
     side_code,
     suite_sources,
@@ -96,7 +96,7 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
     started, run_id = now(), uuid.uuid4().hex
     env = collect_environment(req.python)
     check_device_available(env, req.measure.device, req.allow_empty, req.python)
-    host = host_check(req.measure.device, req.python)
+    host, measuring = preflight(measuring, env, req.python)
 
     def results_of(done: list[ModelResult], finished: bool = True) -> RunResults:
         return stamped(shard, build_results(done, env=env, git=git, sources=sources,

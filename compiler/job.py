@@ -117,6 +117,7 @@ class Where:
     compile_cpus: tuple[int, ...] = ()  # where it compiles (timing: where it prepares)
     compile_threads: int | None = None
     device_lock: str | None = None
+    gpu: int | None = None  # the GPU lane it runs in (None: the one device)
 
 
 @dataclass
@@ -292,7 +293,7 @@ class SideJob:
             time_steady_state=times, measure_memory=first_timing,
             check_accuracy=first_cold or kind == "warm_start",
             save_artifact=save, pin_cpus=opts.pin_cpus if times else where.compile_cpus,
-            device_lock=where.device_lock,
+            device_lock=where.device_lock, gpu=where.gpu,
             prepare_cpus=where.compile_cpus if times else (),
             compile_threads=where.compile_threads,
             ready_compile_workers=opts.ready_compile_workers,

@@ -7,6 +7,12 @@ one model while the spare cores compile the next, timing processes start ahead (
 is on the CPU itself) nothing runs beside a timing process, and a task waits for the ones
 before it.
 
+With several GPUs (``gpus``, a GPU run) each GPU is a timing lane of its own, with its own
+device lock and its own ``timing_ahead``. A model is given one GPU when its first timing
+process starts, the one with the least timing work queued or running, and every timing
+process of it, both sides', runs there: a verdict never compares two GPUs. A compile-only
+process runs on its model's GPU once it has one, else on the GPU running the fewest.
+
 The lanes know tasks, their priorities and their lane, never what a task measures: the rooms
 that queue them (``compiler/job.py``, ``compiler/pairing.py``) give each its priority.
 """
@@ -28,8 +34,8 @@ Kind = Literal["scan", "cold", "timing", "warm_start"]
 Ident = tuple[str, str, str]
 
 R = TypeVar("R")
-# each running task: whether it is in the timing lane, and its compile group
-Running = dict[Future[R], tuple[bool, tuple[int, ...]]]
+# each running task, and its compile group
+Running = dict[Future[R], tuple["Task", tuple[int, ...]]]
 
 
 def ident(job: Job) -> Ident:
@@ -48,16 +54,66 @@ class Task:
     timing: bool = field(compare=False, default=False)  # in the timing lane (the device lock)
     # which end of the free compile groups it takes (``cpus.CoreGroups.take``)
     first_group: bool = field(compare=False, default=True)
+    gpu: int | None = field(compare=False, default=None)  # its GPU lane, once it starts
+
+
+class GpuLanes:
+    """Which GPU each model times on (see the module docstring); empty ``gpus``: the one
+    device, no lane chosen."""
+
+    def __init__(self, gpus: tuple[int, ...] = ()) -> None:
+        self.gpus = gpus
+        self.of: dict[Ident, int] = {}
+        self.timing = {g: 0 for g in gpus}  # timing processes running on each
+        self.others = {g: 0 for g in gpus}  # compile-only processes running on each
+
+    def queued_on(self, gpu: int, queue: list[Task]) -> int:
+        return sum(1 for t in queue if self.of.get(ident(t.job)) == gpu)
+
+    def for_timing(self, task: Task, queue: list[Task], ahead: int) -> int | None:
+        """The GPU ``task`` would time on now, or None where that GPU's lane is full (with no
+        GPUs: -1, the one device, whose lane ``Lanes`` counts)."""
+        if not self.gpus:
+            return -1
+        key = ident(task.job)
+        if key in self.of:
+            gpu = self.of[key]
+            return gpu if self.timing[gpu] < ahead else None
+        free = [g for g in self.gpus if self.timing[g] < ahead]
+        if not free:
+            return None
+        return min(free, key=lambda g: (self.timing[g] + self.queued_on(g, queue),
+                                        self.gpus.index(g)))
+
+    def start(self, task: Task, gpu: int) -> None:
+        if gpu < 0:
+            return
+        self.of.setdefault(ident(task.job), gpu)
+        task.gpu = gpu
+        (self.timing if task.timing else self.others)[gpu] += 1
+
+    def for_compile(self, task: Task) -> int:
+        """A compile-only process's GPU: its model's, else the one running the fewest."""
+        if not self.gpus:
+            return -1
+        return self.of.get(ident(task.job), min(
+            self.gpus, key=lambda g: (self.others[g] + self.timing[g], self.gpus.index(g))))
+
+    def end(self, task: Task) -> None:
+        if task.gpu is not None:
+            (self.timing if task.timing else self.others)[task.gpu] -= 1
 
 
 class Lanes:
     """The two queues, what runs in each, and the compile slots' cores."""
 
     def __init__(self, *, compile_slots: int, overlap: bool, timing_ahead: int,
-                 groups: cpus.CoreGroups | None = None) -> None:
+                 groups: cpus.CoreGroups | None = None, gpus: tuple[int, ...] = ()) -> None:
         self.compile_slots = compile_slots
         self.overlap = overlap
         self.timing_ahead = timing_ahead
+        # one timing lane per GPU where a GPU run has several (``timing_ahead`` each)
+        self.gpu_lanes = GpuLanes(gpus if overlap else ())
         # with overlap: each compile slot's cores, and the rest for timing processes' preparation
         self.groups = groups
         self.compile_queue: list[Task] = []
@@ -80,9 +136,12 @@ class Lanes:
         return n
 
     @staticmethod
-    def device_lock(root: Path, overlap: bool) -> str | None:
-        """The lock file timing processes take the device with, where lanes overlap."""
-        return str(root / "device.lock") if overlap else None
+    def device_lock(root: Path, overlap: bool, gpu: int | None = None) -> str | None:
+        """The lock file timing processes take the device with, where lanes overlap: one per
+        GPU lane."""
+        if not overlap:
+            return None
+        return str(root / ("device.lock" if gpu is None else f"device-{gpu}.lock"))
 
     def compile_cpus(self, pin_cpus: tuple[int, ...], cores: tuple[int, ...] = ()
                      ) -> tuple[int, ...]:
@@ -98,7 +157,8 @@ class Lanes:
     def _can_start(self, timing: bool) -> bool:
         if self.overlap:
             if timing:
-                return self.running_timing < self.timing_ahead
+                return self.running_timing < self.timing_ahead * max(1, len(
+                    self.gpu_lanes.gpus))
             return self.running_compiles < self.compile_slots
         if self.running_timing:
             return False
@@ -121,9 +181,18 @@ class Lanes:
             heapq.heapify(queue)
             return head
         if self.timing_queue and self._can_start(True):
-            return heapq.heappop(self.timing_queue)
+            # the first in priority whose GPU lane has room (one lane: the first)
+            for task in sorted(self.timing_queue):
+                gpu = self.gpu_lanes.for_timing(task, self.timing_queue, self.timing_ahead)
+                if gpu is not None:
+                    self.timing_queue.remove(task)
+                    heapq.heapify(self.timing_queue)
+                    self.gpu_lanes.start(task, gpu)
+                    return task
         if self.compile_queue and self._can_start(False):
-            return heapq.heappop(self.compile_queue)
+            task = heapq.heappop(self.compile_queue)
+            self.gpu_lanes.start(task, self.gpu_lanes.for_compile(task))
+            return task
         return None
 
     def _started(self, task: Task) -> tuple[int, ...]:
@@ -136,8 +205,9 @@ class Lanes:
             return self.groups.take(task.first_group)
         return ()
 
-    def _ended(self, timing: bool, cores: tuple[int, ...]) -> None:
-        if timing:
+    def _ended(self, task: Task, cores: tuple[int, ...]) -> None:
+        self.gpu_lanes.end(task)
+        if task.timing:
             self.running_timing -= 1
         else:
             self.running_compiles -= 1
@@ -151,13 +221,14 @@ class Lanes:
         SIGTERM, a bug), ``abort`` kills the workers, or the pool would wait for them to finish
         on their own, for as long as a hung model hangs."""
         running: Running[R] = {}
-        slots = max(1, self.compile_slots) + max(1, self.timing_ahead)
+        slots = max(1, self.compile_slots) + max(1, self.timing_ahead) * max(
+            1, len(self.gpu_lanes.gpus))
         with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="measure") as pool:
             try:
                 while self.compile_queue or self.timing_queue or running:
                     while (task := self.next()) is not None:
                         cores = self._started(task)
-                        running[pool.submit(start, task, cores)] = (task.timing, cores)
+                        running[pool.submit(start, task, cores)] = (task, cores)
                     if not running:
                         break
                     self._collect(running, record)

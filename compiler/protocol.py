@@ -125,6 +125,9 @@ class WorkerSpec(_Frozen):
     # a file (GPU runs): one timing section at a time, and every other GPU section waits while
     # one runs (``compiler/quiet.py``)
     device_lock: str | None = None
+    # the CUDA device this process runs on (a GPU's timing lane, ``compiler/lanes.py``); None:
+    # torch's current device
+    gpu: int | None = Field(None, ge=0)
     gpu_warmup_s: float = Field(0.0, ge=0)
     # timing: also time this suite's eager model of the same name in every round, the host's
     # witness that both sides' processes share (the first side's suite; this one's own: reuse)

@@ -44,6 +44,9 @@ class LoopSettings:
     # with overlap: each compile slot on cores of its own (``cpus.CoreGroups``), so a cold
     # compile's time does not depend on the compiles beside it
     split_cores: bool = True
+    # with overlap: the GPUs to time on, one timing lane each (``compiler/lanes.py``); empty:
+    # the one current device
+    gpus: tuple[int, ...] = ()
     measure_all: bool = False  # time models that are unchanged by construction too
     same_environment: bool = True  # both sides in one interpreter and environment
     changed: ChangedFiles | None = None  # what differs between the two sides' checkouts
@@ -103,7 +106,8 @@ class Loop:
         self.on_event = on_event
         self.launcher = launcher
         self.lanes = Lanes(compile_slots=settings.compile_slots, overlap=settings.overlap,
-                           timing_ahead=settings.timing_ahead, groups=groups)
+                           timing_ahead=settings.timing_ahead, groups=groups,
+                           gpus=settings.gpus)
         self.pairing: Pairing | None = None
         if len(sides) == 2:
             self.pairing = Pairing((sides[0].name, sides[1].name),
@@ -254,17 +258,17 @@ class Loop:
 
     # --- running -------------------------------------------------------------------------
 
-    def _where(self, sj: SideJob, cores: tuple[int, ...]) -> Where:
+    def _where(self, sj: SideJob, cores: tuple[int, ...], gpu: int | None = None) -> Where:
         compile_cpus = self.lanes.compile_cpus(sj.opts.pin_cpus, cores)
         threads = len(compile_cpus) if compile_cpus and self.lanes.groups is not None else None
         return Where(compile_cpus, threads,
-                     Lanes.device_lock(self.launcher.root, self.settings.overlap))
+                     Lanes.device_lock(self.launcher.root, self.settings.overlap, gpu), gpu)
 
     def _run(self, task: Task, cores: tuple[int, ...] = ()) -> Ran:
         """One process, on a thread of the lanes' pool."""
         sj = self.jobs[(task.side, ident(task.job))]
         reference_code = self.pairing.reference_code() if self.pairing is not None else None
-        spec = sj.spec(task, self._where(sj, cores), reference_code)
+        spec = sj.spec(task, self._where(sj, cores, task.gpu), reference_code)
         cache_dir = sj.task_cache(task)
         name = f"{task.side}-{task.job.suite.name}-{task.job.spec.name}-{task.job.config.slug}" \
                f"-{task.kind}{task.index}"

@@ -293,6 +293,12 @@ def cuda_context(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> None:
         return
     import torch
 
+    if spec.gpu is not None:  # this process's GPU lane: "cuda" means this device from now on
+        try:
+            torch.cuda.set_device(spec.gpu)
+        except Exception as e:
+            raise Failure(Category.INFRA, f"GPU {spec.gpu} is not usable here "
+                          f"({type(e).__name__}: {e})") from e
     with h.phase("cuda_context"), gpu():
         torch.empty(1, device="cuda")
         torch.cuda.synchronize()

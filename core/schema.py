@@ -573,15 +573,31 @@ class RunSettings(_Model):
     results_dir: Short | None = None
 
 
+class GpuSpread(_Model):
+    """One GPU's preflight: the spread of the fixed GPU workload on it; ``left_out``: too
+    noisy beside GPUs that were not, so nothing was timed on it."""
+
+    index: Count32  # torch's device index
+    spread: float = Field(ge=0)
+    left_out: bool = False
+
+
 class HostCheck(_Model):
     """A short preflight of the host's own noise, before measuring: the spread of a fixed CPU
-    workload (and, on CUDA, of a fixed GPU workload) over repeats. Stored with the run; a
-    verdict whose interval the noise makes meaningless says so instead of judging."""
+    workload (and, on CUDA, of a fixed GPU workload on each GPU) over repeats. Stored with the
+    run; a verdict whose interval the noise makes meaningless says so instead of judging."""
 
     cpu_spread: float = Field(ge=0)  # (p90 - p10) / median of the CPU workload's times
+    # the GPU workload's spread: of the noisiest GPU timed on, where there are several
     gpu_spread: float | None = Field(None, ge=0)
     noisy: bool = False
     detail: Short | None = None
+    # each GPU's own, where the run could time on several (one timing lane each)
+    gpus: list[GpuSpread] = Field(default_factory=list, max_length=256)
+
+    def timing_gpus(self) -> tuple[int, ...]:
+        """The GPUs timing may use: every one the preflight measured but those left out."""
+        return tuple(g.index for g in self.gpus if not g.left_out)
 
 
 MAX_SHARDS = 256  # shards of one group (a matrix of GitHub Actions jobs holds at most 256)

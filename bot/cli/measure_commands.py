@@ -79,12 +79,19 @@ measure_options = stacked(
                       "Default: [tool.compilewatch] tasks, else on cuda both (training for the "
                       "built-in suites only), on cpu inference. Example: --task inference "
                       "--task training."),
+    click.option("--gpus", default=None, metavar="N[,N...]",
+                 help="GPUs to time on (torch's device indices), one timing lane each: a "
+                      "model's processes of both sides run on one GPU, different models on "
+                      "different GPUs. A GPU the preflight finds noisier than the others is "
+                      "left out (the report says so). Default: every GPU torch sees. "
+                      "Example: --gpus 0,1."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 
 MEASURE_KEYS = ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
                 "cold_processes", "isolation", "compile_slots", "pin_cpus",
-                "ready_compile_workers", "preload_compile_path", "allow_installed", "tasks")
+                "ready_compile_workers", "preload_compile_path", "allow_installed", "tasks",
+                "gpus")
 
 
 def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:
@@ -104,6 +111,12 @@ def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:
                                  param_hint="--allow-installed")
     values["allow_installed"] = tuple(values["allow_installed"])
     values["tasks"] = tuple(values["tasks"])
+    if values["gpus"] is not None:
+        try:
+            values["gpus"] = tuple(int(x) for x in values["gpus"].split(",") if x.strip())
+        except ValueError:
+            raise click.BadParameter("a comma-separated list of GPU indices, e.g. 0,1",
+                                     param_hint="--gpus") from None
     return MeasureOptions(**values, **extra)
 
 

@@ -110,3 +110,27 @@ def run_note(check: HostCheck | None) -> str | None:
     return (f"the host's {_which(check, n)} too noisy during this run ({check.detail}): its "
             f"{timed} may be off by more than a change would move them; a comparison with "
             "this run says \"too noisy to judge\" for them and never gates")
+
+
+def lanes_note(check: HostCheck | None) -> str | None:
+    """Where a run of several GPUs timed: its lanes, and each GPU the preflight left out."""
+    if check is None or len(check.gpus) < 2:
+        return None
+    kept = [g for g in check.gpus if not g.left_out]
+    out = [g for g in check.gpus if g.left_out]
+    text = (f"timed on GPUs {', '.join(str(g.index) for g in kept)}, one timing lane each "
+            "(a model's processes of both sides on one GPU)")
+    if out and kept:
+        low, high = min(g.spread for g in kept), max(g.spread for g in kept)
+        others = f"{low:.1%}" if low == high else f"{low:.1%}-{high:.1%}"
+        text += "; " + "; ".join(f"GPU {g.index} left out of timing: its preflight spread "
+                                 f"{g.spread:.1%} against {others} on the others" for g in out)
+    return text
+
+
+def lanes_notes(base: RunResults, head: RunResults) -> list[str]:
+    """``lanes_note`` of a comparison: once where both sides share one preflight."""
+    if base.host == head.host:
+        return [n for n in [lanes_note(base.host)] if n]
+    return [f"{side}: {n}" for side, run in (("base", base), ("head", head))
+            if (n := lanes_note(run.host))]

@@ -26,7 +26,13 @@ from compilewatch.bot.judge.comparison import (
     Side,
     Verdict,
 )
-from compilewatch.bot.judge.host import HostNoise, Unit, host_noise, steady_state_units
+from compilewatch.bot.judge.host import (
+    HostNoise,
+    Unit,
+    host_noise,
+    lanes_notes,
+    steady_state_units,
+)
 from compilewatch.bot.judge.shards import insufficient, shard_lines, shard_notes
 from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
@@ -590,7 +596,7 @@ def compare(base: RunResults, head: RunResults, *,
     failing += skipped
     fixed = [hh[i] for i in common if outcome(bb[i]) in FAILED and outcome(hh[i]) == "pass"]
     verdicts = Counter(r.verdict for r in rows)
-    notes = [host.note] if host.note else []
+    notes = ([host.note] if host.note else []) + lanes_notes(base, head)
     if base.run_id == head.run_id:
         notes.insert(0, same_run_note(base.run_id))
     if not same_env:

@@ -4,6 +4,7 @@ file."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -133,6 +134,8 @@ class MeasureOptions:
     allow_installed: tuple[str, ...] = ()
     # what each model is measured for (``--task``); empty: both on cuda, inference on cpu
     tasks: tuple[str, ...] = ()
+    # the GPUs to time on, one timing lane each (``--gpus``); None: every one torch sees
+    gpus: tuple[int, ...] | None = None
 
     def resolve(self, project_tasks: tuple[str, ...] = ()) -> Measuring:
         """Every ``None`` replaced by the device's default: on a GPU three cold and three
@@ -164,7 +167,8 @@ class MeasureOptions:
             extra_cold_processes=_default(self.extra_cold_processes, 3 if gpu else 0),
             allow_installed=self.allow_installed,
             tasks=asked or (TASKS if gpu else ("inference",)),
-            training_builtin_only=not asked and gpu)
+            training_builtin_only=not asked and gpu,
+            gpus=self.gpus)
         m.check(set(cpus))
         return m
 
@@ -197,6 +201,9 @@ class Measuring:
     tasks: tuple[str, ...] = ("inference",)
     # the tasks are the device's default: only the built-in suites train (``plan_jobs``)
     training_builtin_only: bool = False
+    # the GPUs asked for (None: all), then, after the preflight (``preflight``), the timing
+    # lanes: () for the one current device
+    gpus: tuple[int, ...] | None = None
 
     def check(self, cpus: set[int]) -> None:
         if self.rounds < 1 or self.block_ms <= 0 or self.timeout_s <= 0:
@@ -213,6 +220,31 @@ class Measuring:
         bad = sorted(set(self.pin_cpus) - cpus)
         if bad:
             raise UsageError(f"--pin-cpus {bad} not among this process's CPUs {sorted(cpus)}")
+        if self.gpus is not None and not self.gpu:
+            raise UsageError("--gpus needs --device cuda")
+        if self.gpus is not None and (not self.gpus or len(set(self.gpus)) < len(self.gpus)):
+            raise UsageError(f"--gpus must name each GPU once, not {list(self.gpus)}")
+
+    def check_gpus(self, visible: int) -> None:
+        """``--gpus`` against what the interpreter under test sees."""
+        missing = sorted(set(self.gpus or ()) - set(range(visible)))
+        if missing:
+            seen = f"GPUs 0-{visible - 1}" if visible > 1 else \
+                ("GPU 0" if visible else "no GPU")
+            raise UsageError(f"--gpus {missing}: torch sees {seen} here")
+
+    def lanes(self, host: HostCheck | None, visible: int) -> Measuring:
+        """The GPUs to time on, one lane each, after the preflight: those asked for (all by
+        default) but any it left out; () where one GPU is all there is (the current device,
+        as ever)."""
+        if not self.gpu:
+            return dataclasses.replace(self, gpus=())
+        asked = self.gpus if self.gpus is not None else tuple(range(visible))
+        kept = host.timing_gpus() if host is not None and host.gpus else asked
+        lanes = tuple(g for g in asked if g in kept) or asked
+        if self.gpus is None and visible <= 1:
+            lanes = ()
+        return dataclasses.replace(self, gpus=lanes)
 
     @property
     def gpu(self) -> bool:
@@ -235,7 +267,8 @@ class Measuring:
                             overlap=self.gpu, measure_all=self.measure_all,
                             same_environment=same_environment, changed=changed,
                             follow_up=follow_up, extra_timing=self.extra_processes,
-                            cold_follow_up=cold_follow_up, extra_cold=self.extra_cold_processes)
+                            cold_follow_up=cold_follow_up, extra_cold=self.extra_cold_processes,
+                            gpus=self.gpus or ())
 
     def run_settings(self, *, suites: list[str], trigger: str = "local",
                      side: str | None = None, results_dir: str | None = None) -> RunSettings:
@@ -330,17 +363,28 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
         results=model_results, host=host, code=code)
 
 
+def preflight(measuring: Measuring, env: Environment, python: str = sys.executable
+              ) -> tuple[HostCheck | None, Measuring]:
+    """The host preflight, and the measuring options with the GPUs it leaves to time on."""
+    measuring.check_gpus(env.gpu_count)
+    host = host_check(measuring.device, python, measuring.gpus)
+    return host, measuring.lanes(host, env.gpu_count)
+
+
 def _recordable(folder: Path | None) -> str | None:
     """A results file's folder, absolute, where the schema can hold it (256 characters)."""
     text = None if folder is None else str(folder.resolve())
     return text if text is not None and len(text) <= MAX_SHORT_CHARS else None
 
 
-def host_check(device: str, python: str = sys.executable) -> HostCheck | None:
+def host_check(device: str, python: str = sys.executable,
+               gpus: tuple[int, ...] | None = None) -> HostCheck | None:
     """The host's own noise before measuring (``compiler/hostcheck.py``, in the interpreter
-    under test); None when it cannot run (the run goes on, unchecked)."""
+    under test; ``gpus``: read these, else every GPU it sees); None when it cannot run (the
+    run goes on, unchecked)."""
+    args = [device, *(["--gpus", ",".join(map(str, gpus))] if gpus is not None else [])]
     try:
-        out = run_module(python, "compilewatch.compiler.hostcheck", device, env=base_env(),
+        out = run_module(python, "compilewatch.compiler.hostcheck", *args, env=base_env(),
                          timeout=300, check=True)
         return HostCheck.model_validate_json(out.stdout)
     except (OSError, subprocess.SubprocessError, ValueError):

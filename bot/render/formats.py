@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from compilewatch.bot.judge.comparison import Comparison, ModelRow
-from compilewatch.bot.judge.host import run_note
+from compilewatch.bot.judge.host import lanes_note, run_note
 from compilewatch.bot.judge.verdicts import shown_per_call
 from compilewatch.bot.render import filters, plots, run_table, sitemap
 from compilewatch.bot.render.comparison_table import render_table
@@ -250,7 +250,8 @@ def render_run_html(results: RunResults) -> str:
     per_call = [shown_per_call(m.latency) if m.latency and m.latency.compiled_us
                 else (None, None) for m in models]
     return _env("html").get_template("run.html.j2").render(
-        r=results, s=summary, host_note=run_note(results.host), per_call=per_call,
+        r=results, s=summary, host_note=run_note(results.host),
+        lanes_note=lanes_note(results.host), per_call=per_call,
         charts=plots.run_charts(results),
         disagrees=[disagrees(m) for m in models], legend=run_table.LEGEND, mark=run_table.MARK)
 

@@ -33,6 +33,8 @@ from compilewatch.core.schema import HostCheck
 from tests.factories import cold_result, environment, model_result, timed_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
 
+HOST_CHECK = "compilewatch.bot.measure.harness.host_check"  # the preflight
+
 PYPROJECT = '[project]\nname = "demo"\n\n[tool.compilewatch]\nsuites = ["models.py"]\n'
 HEADER = "import torch\n\nfrom compilewatch.suites import model\n"
 
@@ -121,9 +123,8 @@ def fake_pr(repo: Path, out: Path, recorder: Recorder, measure: MeasureOptions |
 def _loosened(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
               threshold: str) -> Recorder:
     """A fake pr whose head commit loosens one threshold (``threshold``, a TOML line)."""
-    import compilewatch.bot.pr as pr
 
-    monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)  # whatever this host is like
+    monkeypatch.setattr(HOST_CHECK, lambda *a, **k: None)  # whatever this host is like
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
     sh(repo, "checkout", "-q", "-b", "feature")
     commit(repo, {"pyproject.toml": PYPROJECT + "\n[tool.compilewatch.thresholds]\n"
@@ -184,7 +185,6 @@ def test_no_follow_up_where_the_host_preflight_silences_the_model(
     """The loop's follow-up judges with the preflight the comparison will use: a model whose
     timing it silences gets no more processes (more on that host settle nothing); on a GPU run
     with only the CPU unsteady, a GPU-bound model still gets them."""
-    import compilewatch.bot.pr as pr
 
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
     sh(repo, "checkout", "-q", "-b", "feature")
@@ -196,7 +196,7 @@ def test_no_follow_up_where_the_host_preflight_silences_the_model(
              (HostCheck(cpu_spread=0.91, gpu_spread=0.021, noisy=True), True),
              (HostCheck(cpu_spread=0.1, gpu_spread=0.08, noisy=True), False)]
     for i, (host, asks) in enumerate(cases):
-        monkeypatch.setattr(pr, "host_check", lambda *a, h=host, **k: h)
+        monkeypatch.setattr(HOST_CHECK, lambda *a, h=host, **k: h)
         rec = Recorder()
         fake_pr(repo, tmp_path / f"out{i}", rec, base="main", head="feature")
         assert rec.follow_up is not None
@@ -294,9 +294,8 @@ def test_a_bad_pyproject_on_either_side_is_a_usage_error_naming_it(
         message: str) -> None:
     """A PR head (or its base) whose pyproject is not what compilewatch reads stops ``pr``
     with the file and the reason (exit 2), before anything is measured."""
-    import compilewatch.bot.pr as pr
 
-    monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)  # seconds, and beside the point
+    monkeypatch.setattr(HOST_CHECK, lambda *a, **k: None)  # seconds, beside the point
     good = {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}
     bad = {**good, "pyproject.toml": text}
     commit(repo, bad if side == "base" else good, "A")
@@ -543,14 +542,13 @@ def test_pr_prints_a_table_that_fits_and_exits_1_after_writing(
     import functools
     import re
 
-    import compilewatch.bot.pr as pr
     from compilewatch.compiler import schedule
     from tests.factories import FakeLauncher, worker_output
 
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
     sh(repo, "checkout", "-q", "-b", "feature")
     commit(repo, {"models.py": suite_file("a") + "\n# slower\n"}, "B")
-    monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)  # whatever this host is like
+    monkeypatch.setattr(HOST_CHECK, lambda *a, **k: None)  # whatever this host is like
 
     def output(spec, name):  # type: ignore[no-untyped-def]
         head = name.startswith("head")

@@ -59,7 +59,7 @@ def test_a_noisy_preflight_is_taken_again_and_each_unit_keeps_its_quietest(
         tries: int, noisy: bool) -> None:
     cpu, gpu = iter(cpu_reads), iter(gpu_reads)
     monkeypatch.setattr(hostcheck, "cpu_spread", lambda: next(cpu))
-    monkeypatch.setattr(hostcheck, "gpu_spread", lambda: next(gpu))
+    monkeypatch.setattr(hostcheck, "gpu_spread", lambda index=None: next(gpu))
     monkeypatch.setattr(hostcheck, "RETRY_PAUSE_S", 0.0)
     got = hostcheck.check("cuda")
     assert got.noisy is noisy
@@ -74,3 +74,42 @@ def test_a_loaded_cpu_run_stays_noisy_after_every_try(monkeypatch: pytest.Monkey
     got = hostcheck.check("cpu")
     assert got.noisy and got.cpu_spread == 0.4 and got.gpu_spread is None
     assert got.detail == "CPU workload spread 40.0% (quietest of 3 tries: 50.0%, 40.0%, 60.0%)"
+
+
+@pytest.mark.parametrize(("reads", "left_out", "spread", "noisy", "tries"), [
+    ({0: [0.01], 1: [0.012], 2: [0.015]}, [], 0.015, False, 1),  # all quiet: the noisiest
+    ({0: [0.01] * 3, 1: [0.09] * 3, 2: [0.012] * 3}, [1], 0.012, False, 3),  # one left out
+    ({0: [0.01] * 2, 1: [0.09, 0.02], 2: [0.012] * 2}, [], 0.02, False, 2),  # a burst: kept
+    ({0: [0.08] * 3, 1: [0.09] * 3, 2: [0.07] * 3}, [], 0.09, True, 3),  # all noisy: none out
+])
+def test_each_gpu_is_read_and_a_noisy_one_is_left_out_of_timing(
+        monkeypatch: pytest.MonkeyPatch, reads: dict[int, list[float]], left_out: list[int],
+        spread: float, noisy: bool, tries: int) -> None:
+    """A GPU past the limit while another is not is left out, and the run stays quiet for
+    the GPUs kept; where every GPU is noisy, none is left out and the run is noisy."""
+    its = {i: iter(xs) for i, xs in reads.items()}
+    monkeypatch.setattr(hostcheck, "cpu_spread", lambda: 0.05)
+    monkeypatch.setattr(hostcheck, "gpu_spread", lambda index=None: next(its[index]))
+    monkeypatch.setattr(hostcheck, "_gpu_count", lambda: len(reads))
+    monkeypatch.setattr(hostcheck, "RETRY_PAUSE_S", 0.0)
+    got = hostcheck.check("cuda")
+    assert [g.index for g in got.gpus] == list(reads)
+    assert [g.index for g in got.gpus if g.left_out] == left_out
+    assert got.timing_gpus() == tuple(i for i in reads if i not in left_out)
+    assert got.gpu_spread == spread and got.noisy is noisy
+    for i in left_out:
+        assert f"{i}: 9.0% (left out of timing)" in got.detail
+    assert (f"quietest of {tries} tries" in got.detail) is (tries > 1)
+
+
+def test_only_the_gpus_asked_for_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int | None] = []
+    monkeypatch.setattr(hostcheck, "cpu_spread", lambda: 0.05)
+    monkeypatch.setattr(hostcheck, "gpu_spread", lambda index=None: asked.append(index) or 0.01)
+    monkeypatch.setattr(hostcheck, "_gpu_count", lambda: 4)
+    got = hostcheck.check("cuda", indices=(1, 3))
+    assert asked == [1, 3] and got.timing_gpus() == (1, 3)
+    asked.clear()
+    monkeypatch.setattr(hostcheck, "_gpu_count", lambda: 1)
+    got = hostcheck.check("cuda")  # one GPU: the current device, no lanes
+    assert asked == [None] and got.gpus == [] and got.gpu_spread == 0.01

@@ -202,6 +202,84 @@ def test_on_a_gpu_compiles_overlap_timing_and_timing_queues_for_the_device_lock(
     assert len(seen.locks) == 1 and None not in seen.locks
 
 
+class _Lanes:
+    """Records each process's GPU, lock and what ran on each GPU when it started."""
+
+    def __init__(self, sleep_s: float = 0.05) -> None:
+        self.running: list[tuple[str, int | None]] = []
+        self.seen: list[tuple[str, str, str, int | None, str | None, list]] = []
+        self.lock, self.sleep_s = threading.Lock(), sleep_s
+
+    def __call__(self, spec, name):  # type: ignore[no-untyped-def]
+        kind = "timing" if spec.time_steady_state else "compile"
+        with self.lock:
+            self.seen.append((name.split("-")[0], spec.model, kind, spec.gpu, spec.device_lock,
+                              list(self.running)))
+            self.running.append((kind, spec.gpu))
+        time.sleep(self.sleep_s)
+        with self.lock:
+            self.running.remove((kind, spec.gpu))
+        return worker_output(spec)
+
+
+def test_with_several_gpus_each_model_times_on_one_gpu_and_models_spread_over_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two GPU lanes: both sides' timing processes of a model run on one GPU, under that
+    GPU's own lock; the models spread over both GPUs, which time at once; no GPU runs more
+    timing processes at once than ``timing_ahead``."""
+    path = tmp_path / "many_suite.py"
+    path.write_text("import torch\nfrom compilewatch.suites import model\n"
+                    "SUITE_NAME = 'many'\n" + "".join(
+                        f"@model('m{i}')\ndef m{i}():\n    return torch.sin, (torch.randn(4),)\n"
+                        for i in range(6)))
+    suite = load_suite(str(path))
+    jobs = [Job(suite, spec, Config()) for spec in suite.models.values()]
+    seen = _Lanes()
+    _fake(monkeypatch, output=seen)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=2, timing_processes=3,
+                      pin_cpus=(0,))
+    sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
+    measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=True,
+                                     timing_ahead=2, measure_all=True, gpus=(0, 3)))
+    timing = [s for s in seen.seen if s[2] == "timing"]
+    assert len(timing) == 6 * 2 * 3
+    per_model: dict[str, set] = {}
+    for _side, model, _, gpu, lock, running in timing:
+        per_model.setdefault(model, set()).add((gpu, lock))
+        assert gpu in (0, 3) and lock is not None and lock.endswith(f"device-{gpu}.lock")
+        assert sum(1 for k, g in running if k == "timing" and g == gpu) < 2
+    assert all(len(v) == 1 for v in per_model.values()), per_model  # one GPU a model
+    used = [gpu for (gpu, _), in per_model.values()]
+    assert sorted(used) == [0, 0, 0, 3, 3, 3]  # the same work each: spread evenly
+    # the lanes ran at once: a timing process started while the other GPU timed
+    assert any(g != gpu for *_, gpu, _, running in timing for k, g in running if k == "timing")
+    compiles = [s for s in seen.seen if s[2] == "compile"]
+    assert {gpu for *_, gpu, _, _ in compiles} <= {0, 3} and all(
+        lock.endswith(f"device-{gpu}.lock") for *_, gpu, lock, _ in compiles)
+
+
+def test_one_gpu_lane_is_the_run_as_before(jobs: list[Job],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPUs named: the one device, one lock, no GPU in any spec; one GPU named: the same
+    processes, each told its GPU."""
+    seen = _Lanes(sleep_s=0.0)
+    _fake(monkeypatch, output=seen)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=2,
+                      pin_cpus=(0,))
+    sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
+    measure_jobs(sides, LoopSettings(isolation="spawn", overlap=True, timing_ahead=1,
+                                     measure_all=True))
+    before = list(FakeLauncher.launches)
+    assert {s[3] for s in seen.seen} == {None}
+    assert {Path(s[4]).name for s in seen.seen} == {"device.lock"}
+    seen = _Lanes(sleep_s=0.0)
+    _fake(monkeypatch, output=seen)
+    measure_jobs(sides, LoopSettings(isolation="spawn", overlap=True, timing_ahead=1,
+                                     measure_all=True, gpus=(0,)))
+    assert sorted(FakeLauncher.launches) == sorted(before)  # one lane named: the same work
+    assert {s[3] for s in seen.seen} == {0}
+
+
 class _Cores:
     """Records each process's kind, cores, compile threads, and the cores of the compiles
     running when it started."""

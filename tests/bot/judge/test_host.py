@@ -148,3 +148,31 @@ def test_a_model_of_unknown_kind_is_silenced_by_a_noisy_cpu_beside_a_gpu() -> No
     row = compare(base.model_copy(update={"host": host}),
                   head.model_copy(update={"host": host})).rows[0]
     assert row.compiled_time.verdict is Verdict.NOISY
+
+
+def test_a_run_of_several_gpus_names_its_lanes_and_the_gpu_it_left_out() -> None:
+    """The preflight left GPU 1 out: the comparison (and the run report) says where the run
+    timed and why GPU 1 was not used; a one-GPU run says nothing of lanes."""
+    import html as html_lib
+
+    from compilewatch.bot.render.formats import render_markdown, render_run_html
+    from compilewatch.core.schema import GpuSpread
+
+    lanes = HostCheck(cpu_spread=0.05, gpu_spread=0.012, gpus=[
+        GpuSpread(index=0, spread=0.01), GpuSpread(index=1, spread=0.09, left_out=True),
+        GpuSpread(index=2, spread=0.012)])
+    base = run_results([model_result("m", seed=1)], run_id="base-run-0001").model_copy(
+        update={"host": lanes})
+    head = run_results([model_result("m", seed=2)], run_id="head-run-0001").model_copy(
+        update={"host": lanes})
+    c = compare(base, head)
+    said = ("timed on GPUs 0, 2, one timing lane each (a model's processes of both sides on one "
+            "GPU); GPU 1 left out of timing: its preflight spread 9.0% against 1.0%-1.2% on "
+            "the others")
+    assert c.notes.count(said) == 1  # one preflight for both sides: said once
+    md = render_markdown(c)  # escaped for markdown: its words are there
+    assert "timed on GPUs 0\\, 2" in md and "GPU 1 left out of timing" in md
+    assert said in html_lib.unescape(render_run_html(head))
+    one = HostCheck(cpu_spread=0.05, gpu_spread=0.01)
+    plain = compare(base.model_copy(update={"host": one}), head.model_copy(update={"host": one}))
+    assert not [n for n in plain.notes if "timing lane" in n]

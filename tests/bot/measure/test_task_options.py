@@ -72,7 +72,8 @@ def test_task_is_a_measuring_option_of_every_measuring_command() -> None:
     kwargs = {"device": "cpu", "rounds": 3, "block_ms": 1.0, "timeout_s": 9.0,
               "timing_processes": None, "cold_processes": None, "isolation": "fork",
               "compile_slots": None, "pin_cpus": None, "ready_compile_workers": False,
-              "preload_compile_path": False, "allow_installed": (), "tasks": ("training",)}
+              "preload_compile_path": False, "allow_installed": (), "tasks": ("training",),
+              "gpus": None}
     assert measure_options_from(kwargs).tasks == ("training",)
 
 

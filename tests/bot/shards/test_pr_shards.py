@@ -9,7 +9,7 @@ from pathlib import Path
 from compilewatch.bot.compare import merge_outdirs
 from compilewatch.bot.shards.plan import parse_shard
 from compilewatch.core.results_file import load_results
-from tests.bot.test_pr import PYPROJECT, Recorder, commit, fake_pr, suite_file
+from tests.bot.test_pr import HOST_CHECK, PYPROJECT, Recorder, commit, fake_pr, suite_file
 from tests.bot.test_pr import repo as repo
 
 MODELS = ("a", "b", "c", "d", "e")
@@ -17,9 +17,8 @@ MODELS = ("a", "b", "c", "d", "e")
 
 def test_shards_of_a_pr_measure_every_job_once_and_merge(repo: Path, tmp_path: Path,
                                                          monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import compilewatch.bot.pr as pr
 
-    monkeypatch.setattr(pr, "host_check", lambda *a, **k: None)
+    monkeypatch.setattr(HOST_CHECK, lambda *a, **k: None)
     base = commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file(*MODELS)}, "base")
     head = commit(repo, {"models.py": suite_file(*MODELS, "added")}, "head")  # one model more
     outs, recorders = [], []

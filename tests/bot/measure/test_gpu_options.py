@@ -1,0 +1,89 @@
+"""Which GPUs a run times on: ``--gpus``, else every GPU torch sees, less those the preflight
+leaves out; one GPU alone is the current device, as ever."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from compilewatch.bot.cli import main
+from compilewatch.bot.cli.measure_commands import measure_options_from
+from compilewatch.bot.measure import harness
+from compilewatch.bot.measure.harness import MeasureOptions, preflight
+from compilewatch.core.errors import UsageError
+from compilewatch.core.schema import GpuSpread, HostCheck
+from tests.factories import environment
+
+
+def _host(*spreads: tuple[int, float, bool]) -> HostCheck:
+    return HostCheck(cpu_spread=0.05, gpu_spread=0.01,
+                     gpus=[GpuSpread(index=i, spread=s, left_out=out) for i, s, out in spreads])
+
+
+@pytest.mark.parametrize(("asked", "visible", "host", "lanes"), [
+    (None, 1, None, ()),  # one GPU: the current device, no lanes
+    (None, 1, HostCheck(cpu_spread=0.05, gpu_spread=0.01), ()),
+    (None, 4, _host((0, .01, False), (1, .01, False), (2, .01, False), (3, .01, False)),
+     (0, 1, 2, 3)),
+    (None, 4, _host((0, .01, False), (1, .09, True), (2, .01, False), (3, .01, False)),
+     (0, 2, 3)),  # the noisy one left out
+    (None, 2, _host((0, .09, True), (1, .01, False)), (1,)),  # the other GPU, by its index
+    ((1, 3), 4, _host((1, .01, False), (3, .01, False)), (1, 3)),
+    ((2,), 4, _host((2, .01, False)), (2,)),  # one GPU asked for: that one, by index
+    ((0, 1), 2, None, (0, 1)),  # no preflight: what was asked
+])
+def test_the_timing_lanes_are_the_gpus_asked_for_less_those_left_out(
+        asked: tuple[int, ...] | None, visible: int, host: HostCheck | None,
+        lanes: tuple[int, ...]) -> None:
+    m = MeasureOptions(device="cuda", pin_cpus=(), gpus=asked).resolve()
+    m.check_gpus(visible)
+    assert m.lanes(host, visible).gpus == lanes
+    assert m.lanes(host, visible).loop_settings().gpus == lanes
+
+
+def test_a_cpu_run_has_no_lanes() -> None:
+    m = MeasureOptions().resolve()
+    assert m.lanes(None, 0).gpus == () and m.lanes(None, 0).loop_settings().gpus == ()
+
+
+@pytest.mark.parametrize(("options", "visible", "message"), [
+    (MeasureOptions(gpus=(0,)), 1, "--gpus needs --device cuda"),
+    (MeasureOptions(device="cuda", pin_cpus=(), gpus=(0, 0)), 2, "each GPU once"),
+    (MeasureOptions(device="cuda", pin_cpus=(), gpus=(0, 4)), 2,
+     "--gpus [4]: torch sees GPUs 0-1 here"),
+    (MeasureOptions(device="cuda", pin_cpus=(), gpus=(0,)), 0, "torch sees no GPU here"),
+])
+def test_gpus_that_cannot_be_used_are_refused_before_measuring(
+        options: MeasureOptions, visible: int, message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        options.resolve().check_gpus(visible)
+
+
+def test_the_preflight_reads_the_gpus_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[int, ...] | None] = []
+
+    def check(device, python, gpus=None):  # type: ignore[no-untyped-def]
+        asked.append(gpus)
+        return _host((1, .01, False), (2, .09, True))
+
+    monkeypatch.setattr(harness, "host_check", check)
+    env = environment().model_copy(update={"gpu_count": 4})
+    host, m = preflight(MeasureOptions(device="cuda", pin_cpus=(), gpus=(1, 2)).resolve(), env)
+    assert asked == [(1, 2)] and m.gpus == (1,) and host is not None
+    with pytest.raises(UsageError):
+        preflight(MeasureOptions(device="cuda", pin_cpus=(), gpus=(7,)).resolve(), env)
+    assert asked == [(1, 2)]  # refused before any preflight ran
+
+
+def test_the_gpus_flag_is_parsed_and_a_bad_one_is_exit_2() -> None:
+    kw = {k: None for k in ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
+                            "cold_processes", "isolation", "compile_slots", "pin_cpus",
+                            "ready_compile_workers", "preload_compile_path")}
+    kw.update(device="cuda", rounds=1, block_ms=1.0, timeout_s=1.0, isolation="fork",
+              ready_compile_workers=False, preload_compile_path=False, allow_installed=(),
+              tasks=(), gpus="0, 2")
+    assert measure_options_from(kw).gpus == (0, 2)
+    for command in ("run", "pr", "nightly", "calibrate"):
+        assert "--gpus N[,N...]" in CliRunner().invoke(main, [command, "--help"]).output
+    got = CliRunner().invoke(main, ["run", "--device", "cuda", "--gpus", "zero"])
+    assert got.exit_code == 2 and "--gpus" in got.output and "Traceback" not in got.output
