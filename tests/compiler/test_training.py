@@ -104,6 +104,11 @@ def mlp_compiled_autograd():
     return Net(), (torch.randn(5, 8),)
 
 
+@model("bw_break_compiled_autograd", compiled_autograd=True)
+def bw_break_compiled_autograd():
+    return Net(BreaksInBackward), (torch.randn(5, 8),)
+
+
 @model("no_params")
 def no_params():
     return (lambda x: x.sin()), (torch.randn(5, 8),)
@@ -462,6 +467,18 @@ def test_compiled_autograd_captures_the_backward_as_frames_of_its_own(
     plain = mlp_step
     assert plain.training is not None and not plain.training.compiled_autograd
     assert plain.compile is not None and plain.compile.compiled_autograd_frames == 0
+
+
+@pytest.mark.slow
+def test_a_break_in_the_backward_under_compiled_autograd_is_counted(tmp_path) -> None:
+    """Compiled autograd traces the custom Function's backward too: its graph break is
+    counted there as well as in the forward's trace, at the user's line."""
+    out = _worker(tmp_path, "bw_break_compiled_autograd")
+    assert out.ok, out.error
+    assert out.compile is not None and out.compile.compiled_autograd_frames >= 1
+    (brk,) = out.graph_breaks
+    assert brk.count == 2 and brk.location is not None and brk.location.endswith(":30")
+    assert out.accuracy is not None and out.accuracy.passed
 
 
 @pytest.mark.slow
