@@ -185,6 +185,16 @@ def test_on_a_cpu_nothing_runs_beside_a_timing_process(jobs: list[Job],
     assert not [o for kind, o in seen.seen if kind == "compile" and "timing" in o]
 
 
+def _on_a_gpu(jobs: list[Job], cold: int, gpus: tuple[int, ...] = ()) -> None:
+    """Both sides of ``jobs`` through the loop as on a GPU: lanes overlapping, three compile
+    slots, two timing processes ahead (a lane), every model timed."""
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=cold, timing_processes=3,
+                      pin_cpus=(0,))
+    sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
+    measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=True,
+                                     timing_ahead=2, measure_all=True, gpus=gpus))
+
+
 def test_on_a_gpu_compiles_overlap_timing_and_timing_queues_for_the_device_lock(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
     """The GPU times one model while spare cores compile the next; timing processes start
@@ -192,11 +202,7 @@ def test_on_a_gpu_compiles_overlap_timing_and_timing_queues_for_the_device_lock(
     tested with real processes below)."""
     seen = _Concurrency()
     _fake(monkeypatch, output=seen)
-    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3,
-                      pin_cpus=(0,))
-    sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
-    measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=True,
-                                timing_ahead=2, measure_all=True))
+    _on_a_gpu(jobs, cold=3)
     assert [o for kind, o in seen.seen if kind == "timing" and o.count("timing") >= 2] == []
     assert [o for kind, o in seen.seen if "timing" in o and "compile" in (kind, *o)]
     assert len(seen.locks) == 1 and None not in seen.locks
@@ -236,11 +242,7 @@ def test_with_several_gpus_each_model_times_on_one_gpu_and_models_spread_over_th
     jobs = [Job(suite, spec, Config()) for spec in suite.models.values()]
     seen = _Lanes()
     _fake(monkeypatch, output=seen)
-    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=2, timing_processes=3,
-                      pin_cpus=(0,))
-    sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
-    measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=True,
-                                     timing_ahead=2, measure_all=True, gpus=(0, 3)))
+    _on_a_gpu(jobs, cold=2, gpus=(0, 3))
     timing = [s for s in seen.seen if s[2] == "timing"]
     assert len(timing) == 6 * 2 * 3
     per_model: dict[str, set] = {}
