@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,3 +156,22 @@ def physical(cores: Iterable[int], topology: Path = TOPOLOGY) -> list[tuple[int,
         seen.update(unit)
         units.append(unit)
     return units
+
+
+def timing_cores(cores: Iterable[int], n: int, topology: Path = TOPOLOGY) -> tuple[int, ...]:
+    """One core for each of ``n`` timing lanes: a hardware thread of each of the last ``n``
+    physical cores (the last core alone where there is one lane, as ever), so no two lanes'
+    timing processes share a core's execution units. Fewer where the machine has fewer
+    physical cores."""
+    units = physical(cores, topology)
+    return tuple(sorted(unit[-1] for unit in units[-n:])) if n > 0 else ()
+
+
+def per_lane(pinned: Sequence[int], lanes: int) -> list[tuple[int, ...]]:
+    """``pinned`` cut into one equal share for each timing lane, in order; every lane gets all
+    of them where there are fewer cores than lanes (the caller says so)."""
+    pinned = tuple(pinned)
+    if lanes <= 1 or len(pinned) < lanes:
+        return [pinned] * max(lanes, 1)
+    size = len(pinned) // lanes
+    return [pinned[i * size:(i + 1) * size] for i in range(lanes)]

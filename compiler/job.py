@@ -118,6 +118,7 @@ class Where:
     compile_threads: int | None = None
     device_lock: str | None = None
     gpu: int | None = None  # the GPU lane it runs in (None: the one device)
+    pin_cpus: tuple[int, ...] = ()  # where a timing process times: its lane's cores
 
 
 @dataclass
@@ -292,7 +293,7 @@ class SideJob:
             large=job.config.device == "cuda", rounds=opts.rounds, block_ms=opts.block_ms,
             time_steady_state=times, measure_memory=first_timing,
             check_accuracy=first_cold or kind == "warm_start",
-            save_artifact=save, pin_cpus=opts.pin_cpus if times else where.compile_cpus,
+            save_artifact=save, pin_cpus=where.pin_cpus if times else where.compile_cpus,
             device_lock=where.device_lock, gpu=where.gpu,
             prepare_cpus=where.compile_cpus if times else (),
             compile_threads=where.compile_threads,

@@ -8,10 +8,13 @@ is on the CPU itself) nothing runs beside a timing process, and a task waits for
 before it.
 
 With several GPUs (``gpus``, a GPU run) each GPU is a timing lane of its own, with its own
-device lock and its own ``timing_ahead``. A model is given one GPU when its first timing
-process starts, the one with the least timing work queued or running, and every timing
-process of it, both sides', runs there: a verdict never compares two GPUs. A compile-only
-process runs on its model's GPU once it has one, else on the GPU running the fewest.
+device lock, its own ``timing_ahead`` and its own timing cores. A model is given one GPU when
+its first timing process starts, and every timing process of it, both sides', runs there: a
+verdict never compares two GPUs. In a run of two sides that GPU is the one with the least
+timing work queued or running; in a run of one side (``run``, ``nightly``) it is fixed by the
+model's name (``fixed``), so two such runs on one host time a model on the same GPU and their
+comparison pairs it. A compile-only process runs on its model's GPU once it has one, else on
+the GPU running the fewest, and binds the model to nothing.
 
 The lanes know tasks, their priorities and their lane, never what a task measures: the rooms
 that queue them (``compiler/job.py``, ``compiler/pairing.py``) give each its priority.
@@ -20,6 +23,7 @@ that queue them (``compiler/job.py``, ``compiler/pairing.py``) give each its pri
 from __future__ import annotations
 
 import heapq
+import zlib
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -59,10 +63,11 @@ class Task:
 
 class GpuLanes:
     """Which GPU each model times on (see the module docstring); empty ``gpus``: the one
-    device, no lane chosen."""
+    device, no lane chosen. ``fixed``: a model's GPU follows from its name alone."""
 
-    def __init__(self, gpus: tuple[int, ...] = ()) -> None:
+    def __init__(self, gpus: tuple[int, ...] = (), fixed: bool = False) -> None:
         self.gpus = gpus
+        self.fixed = fixed
         self.of: dict[Ident, int] = {}
         self.timing = {g: 0 for g in gpus}  # timing processes running on each
         self.others = {g: 0 for g in gpus}  # compile-only processes running on each
@@ -76,6 +81,8 @@ class GpuLanes:
         if not self.gpus:
             return -1
         key = ident(task.job)
+        if key not in self.of and self.fixed:
+            self.of[key] = self.gpus[zlib.crc32("/".join(key).encode()) % len(self.gpus)]
         if key in self.of:
             gpu = self.of[key]
             return gpu if self.timing[gpu] < ahead else None
@@ -88,7 +95,8 @@ class GpuLanes:
     def start(self, task: Task, gpu: int) -> None:
         if gpu < 0:
             return
-        self.of.setdefault(ident(task.job), gpu)
+        if task.timing:  # a model's GPU is where it times, not where it compiled first
+            self.of.setdefault(ident(task.job), gpu)
         task.gpu = gpu
         (self.timing if task.timing else self.others)[gpu] += 1
 
@@ -108,12 +116,13 @@ class Lanes:
     """The two queues, what runs in each, and the compile slots' cores."""
 
     def __init__(self, *, compile_slots: int, overlap: bool, timing_ahead: int,
-                 groups: cpus.CoreGroups | None = None, gpus: tuple[int, ...] = ()) -> None:
+                 groups: cpus.CoreGroups | None = None, gpus: tuple[int, ...] = (),
+                 fixed_gpus: bool = False) -> None:
         self.compile_slots = compile_slots
         self.overlap = overlap
         self.timing_ahead = timing_ahead
         # one timing lane per GPU where a GPU run has several (``timing_ahead`` each)
-        self.gpu_lanes = GpuLanes(gpus if overlap else ())
+        self.gpu_lanes = GpuLanes(gpus if overlap else (), fixed_gpus)
         # with overlap: each compile slot's cores, and the rest for timing processes' preparation
         self.groups = groups
         self.compile_queue: list[Task] = []
@@ -153,6 +162,14 @@ class Lanes:
         if self.groups is not None:
             return cores if cores else self.groups.rest
         return cpus.others(pin_cpus)
+
+    def timing_cpus(self, pin_cpus: tuple[int, ...], gpu: int | None) -> tuple[int, ...]:
+        """Where a timing process on GPU lane ``gpu`` times: its lane's share of the pinned
+        cores (``cpus.per_lane``), all of them with one lane."""
+        gpus = self.gpu_lanes.gpus
+        if gpu is None or gpu not in gpus:
+            return pin_cpus
+        return cpus.per_lane(pin_cpus, len(gpus))[gpus.index(gpu)]
 
     def _can_start(self, timing: bool) -> bool:
         if self.overlap:

@@ -189,6 +189,11 @@ class Reference:
     def __init__(self, model: Runnable, held_bytes: int) -> None:
         self.model, self.held_bytes = model, held_bytes
 
+    def let_go(self) -> None:
+        """Drop the model, so that its device memory can be given back while a caller still
+        holds this object (``released``)."""
+        del self.model
+
 
 def allocated(device: str) -> int:
     import torch

@@ -107,7 +107,7 @@ class Loop:
         self.launcher = launcher
         self.lanes = Lanes(compile_slots=settings.compile_slots, overlap=settings.overlap,
                            timing_ahead=settings.timing_ahead, groups=groups,
-                           gpus=settings.gpus)
+                           gpus=settings.gpus, fixed_gpus=len(sides) == 1)
         self.pairing: Pairing | None = None
         if len(sides) == 2:
             self.pairing = Pairing((sides[0].name, sides[1].name),
@@ -262,7 +262,8 @@ class Loop:
         compile_cpus = self.lanes.compile_cpus(sj.opts.pin_cpus, cores)
         threads = len(compile_cpus) if compile_cpus and self.lanes.groups is not None else None
         return Where(compile_cpus, threads,
-                     Lanes.device_lock(self.launcher.root, self.settings.overlap, gpu), gpu)
+                     Lanes.device_lock(self.launcher.root, self.settings.overlap, gpu), gpu,
+                     self.lanes.timing_cpus(sj.opts.pin_cpus, gpu))
 
     def _run(self, task: Task, cores: tuple[int, ...] = ()) -> Ran:
         """One process, on a thread of the lanes' pool."""
@@ -334,6 +335,10 @@ def measure_jobs(sides: Sequence[SideJobs], settings: LoopSettings = LoopSetting
     pinned = sorted({c for side in sides for c in side.opts.pin_cpus}) if settings.overlap \
         else []
     groups = _core_groups(sides, settings, pinned, note)
+    lanes = len(settings.gpus) if settings.overlap else 0
+    if pinned and lanes > 1 and len(pinned) < lanes:
+        note(f"the {lanes} GPU timing lanes share the timing cores {pinned}: fewer cores than "
+             "lanes, so one GPU's timing can slow another's on a launch-bound model")
     with cpus.away(pinned, groups.rest if groups else ()), \
             Launcher(settings.isolation, [*preload, *_compile_path(sides)], on_note=note,
                      needs_cuda=needs_cuda) as launcher:

@@ -34,7 +34,6 @@ from compilewatch.compiler.model import (
     allocated,
     classify,
     clone,
-    released,
     sync,
     to_device,
 )
@@ -207,18 +206,27 @@ class TrainingModel:
         return self.base.own_code()
 
 
-def witness(ref: Reference, notes: list[str]) -> Reference | None:
+def witness(ref: Reference) -> tuple[Reference | None, str | None]:
     """The reference model's own eager training step, timed beside this side's as inference
     times the other side's eager model: the witness a changed launch-bound model's compiled
-    step is judged against. None, and a note, where base's model does not train."""
+    step is judged against. Its first step runs here: Adam's state is allocated by it, and an
+    out-of-memory there must leave this side to time alone, not fail it inside timing; what
+    the step keeps (its copy of the weights, the optimizer's state) is held memory. (None,
+    why) where base's model does not train or its step fails: the caller lets go of ``ref``
+    and then gives its memory back (``released``)."""
     before = allocated(ref.model.device)
     try:
         step = TrainingModel(ref.model, record=False)
     except Exception as e:
-        released(notes, f"base's model does not train ({type(e).__name__}: {str(e)[:200]})",
-                 ref.held_bytes)
-        return None
-    return Reference(step, ref.held_bytes + allocated(step.device) - before)
+        return None, f"base's model does not train ({type(e).__name__}: {str(e)[:200]})"
+    try:
+        step.call(step.fn)
+        sync(step.device)
+    except Exception as e:
+        del step
+        return None, f"base's model failed its first training step " \
+            f"({type(e).__name__}: {str(e)[:200]})"
+    return Reference(step, ref.held_bytes + allocated(step.device) - before), None
 
 
 def step_tolerance(m: Model, amp: bool) -> tuple[float, float]:

@@ -192,6 +192,9 @@ def measure_memory(m: Model | training.TrainingModel, compiled: Any,
     allocated throughout) is not this model's and is left out."""
     if m.device != "cuda":
         return Memory(unknown_reason="peak memory is measured on cuda only")
+    # what earlier steps left in reference cycles (an optimizer's state held by a frame) is
+    # freed now, not counted in a peak
+    gc.collect()
 
     def own(got: int | None) -> int | None:
         return None if got is None else max(got - held_bytes, 0)
@@ -304,6 +307,25 @@ def cuda_context(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> None:
         torch.cuda.synchronize()
 
 
+def eager_reference(ref: Reference, spec: WorkerSpec, notes: list[str]) -> Reference | None:
+    """The reference run once eagerly (for training, made the witness step, its first step
+    run), so it fails here, never inside timing; None, a note, and its memory given back where
+    it fails: base's model is not this side's, its failure never this side's."""
+    held = ref.held_bytes
+    if spec.config.task == "training":
+        witness, why = training.witness(ref)
+    else:
+        try:
+            run_eager(ref.model, check=False)
+            witness, why = ref, None
+        except Failure as f:
+            witness, why = None, f"base's {spec.model} failed in eager ({f.category})"
+    if witness is None:
+        ref.let_go()  # first: its memory can only be given back after
+        released(notes, why or "", held)
+    return witness
+
+
 def _noted(notes: list[str], note: str | None) -> None:
     if note:
         notes.append(note)
@@ -356,18 +378,11 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
         if spec.config.task == "training":
             m = training.TrainingModel(m, record=spec.check_accuracy)
             result["training"] = training.settings(m)
-            if ref is not None:
-                ref = training.witness(ref, probe.notes)
     with h.phase("eager"), gpu():
         eager = training.run_eager if isinstance(m, training.TrainingModel) else run_eager
         eager_out, det = eager(m, check=spec.check_accuracy)
         if ref is not None:
-            try:
-                eager(ref.model, check=False)
-            except Failure as f:  # base's model, not this side's: never this side's failure
-                held, ref, why = ref.held_bytes, None, f"base's {spec.model} failed in eager " \
-                    f"({f.category})"
-                released(probe.notes, why, held)
+            ref = eager_reference(ref, spec, probe.notes)
     if spec.load_artifact:
         with h.phase("load_artifact"):
             try:

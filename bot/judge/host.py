@@ -112,14 +112,18 @@ def run_note(check: HostCheck | None) -> str | None:
             "this run says \"too noisy to judge\" for them and never gates")
 
 
-def lanes_note(check: HostCheck | None) -> str | None:
-    """Where a run of several GPUs timed: its lanes, and each GPU the preflight left out."""
+def lanes_note(check: HostCheck | None, paired: bool = True) -> str | None:
+    """Where a run of several GPUs timed: its lanes, and each GPU the preflight left out.
+    ``paired``: the run measured base and head together (a ``pr`` and its sides), so a
+    model's processes of both sides shared its GPU; a ``run`` or ``nightly`` times each
+    model on the GPU its name picks."""
     if check is None or len(check.gpus) < 2:
         return None
     kept = [g for g in check.gpus if not g.left_out]
     out = [g for g in check.gpus if g.left_out]
-    text = (f"timed on GPUs {', '.join(str(g.index) for g in kept)}, one timing lane each "
-            "(a model's processes of both sides on one GPU)")
+    how = "a model's processes of both sides on one GPU" if paired else \
+        "each model's processes on the one GPU its name picks"
+    text = f"timed on GPUs {', '.join(str(g.index) for g in kept)}, one timing lane each ({how})"
     if out and kept:
         low, high = min(g.spread for g in kept), max(g.spread for g in kept)
         others = f"{low:.1%}" if low == high else f"{low:.1%}-{high:.1%}"

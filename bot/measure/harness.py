@@ -20,6 +20,7 @@ from compilewatch.bot.judge.project import load_project_config
 from compilewatch.compiler import schedule
 from compilewatch.compiler.children import run_module
 from compilewatch.compiler.cpus import available as available_cpus
+from compilewatch.compiler.cpus import timing_cores
 from compilewatch.compiler.processes import Isolation, allowed_env, base_env
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import (
@@ -140,7 +141,8 @@ class MeasureOptions:
     def resolve(self, project_tasks: tuple[str, ...] = ()) -> Measuring:
         """Every ``None`` replaced by the device's default: on a GPU three cold and three
         timing processes per side, three more of each a follow-up may add, compile slots for
-        a quarter of the cores (2..8) overlapping GPU timing, timing pinned to the last core;
+        a quarter of the cores (2..8) overlapping GPU timing, timing pinned to the last core
+        (a core of its own for each GPU timing lane, ``lane_cores``);
         on a CPU one cold and two timing processes, no follow-ups, one process at a time
         (timing runs on the CPU itself). Tasks: ``--task``, else the repository's
         ``project_tasks`` (``[tool.compilewatch] tasks``), else on a GPU inference and
@@ -162,6 +164,7 @@ class MeasureOptions:
             preload_compile_path=self.preload_compile_path,
             pin_cpus=self.pin_cpus if self.pin_cpus is not None else (
                 (cpus[-1],) if gpu and len(cpus) > 1 else ()),
+            pin_default=self.pin_cpus is None,
             measure_all=self.measure_all,
             extra_processes=_default(self.extra_processes, 3 if gpu else 0),
             extra_cold_processes=_default(self.extra_cold_processes, 3 if gpu else 0),
@@ -204,6 +207,8 @@ class Measuring:
     # the GPUs asked for (None: all), then, after the preflight (``preflight``), the timing
     # lanes: () for the one current device
     gpus: tuple[int, ...] | None = None
+    # ``pin_cpus`` is the device's default, not asked for: with several lanes, one core each
+    pin_default: bool = False
 
     def check(self, cpus: set[int]) -> None:
         if self.rounds < 1 or self.block_ms <= 0 or self.timeout_s <= 0:
@@ -244,7 +249,22 @@ class Measuring:
         lanes = tuple(g for g in asked if g in kept) or asked
         if self.gpus is None and visible <= 1:
             lanes = ()
-        return dataclasses.replace(self, gpus=lanes)
+        return dataclasses.replace(self, gpus=lanes, pin_cpus=self.lane_cores(len(lanes)))
+
+    def lane_cores(self, lanes: int) -> tuple[int, ...]:
+        """The timing cores for ``lanes`` timing lanes: each lane's timing processes on cores
+        of their own (``cpus.per_lane`` cuts them in order), or one GPU's timing would slow
+        another's on a launch-bound model. By default a core each, on different physical
+        cores; ``--pin-cpus`` must name at least one a lane."""
+        if lanes <= 1 or not self.pin_cpus:
+            return self.pin_cpus
+        if self.pin_default:
+            return timing_cores(available_cpus(), lanes)
+        if len(self.pin_cpus) < lanes:
+            raise UsageError(f"--pin-cpus names {len(self.pin_cpus)} core(s) for {lanes} "
+                             "GPU timing lanes: each lane times on cores of its own; name at "
+                             "least one a lane, or fewer GPUs with --gpus")
+        return self.pin_cpus
 
     @property
     def gpu(self) -> bool:

@@ -251,7 +251,8 @@ def render_run_html(results: RunResults) -> str:
                 else (None, None) for m in models]
     return _env("html").get_template("run.html.j2").render(
         r=results, s=summary, host_note=run_note(results.host),
-        lanes_note=lanes_note(results.host), per_call=per_call,
+        lanes_note=lanes_note(results.host, paired=results.settings.side is not None),
+        per_call=per_call,
         charts=plots.run_charts(results),
         disagrees=[disagrees(m) for m in models], legend=run_table.LEGEND, mark=run_table.MARK)
 

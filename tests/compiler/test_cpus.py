@@ -143,3 +143,26 @@ def test_a_compile_takes_the_first_or_the_last_free_group_in_the_groups_order(
     groups.give(g[0])  # given back last-first: still taken in the groups' own order
     assert groups.take() == g[0] and groups.take() == g[1]
     assert groups.take(first=False) == g[3] and groups.take() == g[2] and not groups.free
+
+
+def test_each_timing_lane_gets_a_physical_core_of_its_own(tmp_path: Path) -> None:
+    """Eight threads on four cores (thread i beside i + 4): two lanes time on the last two
+    cores, one thread each, never two threads of one core; one lane on the last core."""
+    topo = _topology(tmp_path, {i: f"{i % 4},{i % 4 + 4}" for i in range(8)})
+    assert cpus.timing_cores(range(8), 2, topo) == (6, 7)
+    assert cpus.timing_cores(range(8), 1, topo) == (7,)
+    assert cpus.timing_cores(range(8), 9, topo) == (4, 5, 6, 7)  # no more than the cores
+    assert cpus.timing_cores(range(8), 0, topo) == ()
+
+
+@pytest.mark.parametrize(("pinned", "lanes", "want"), [
+    ((14, 15), 2, [(14,), (15,)]),
+    ((12, 13, 14, 15), 2, [(12, 13), (14, 15)]),
+    ((13, 14, 15), 2, [(13,), (14,)]),  # equal shares: the odd one left out
+    ((15,), 2, [(15,), (15,)]),  # fewer cores than lanes: shared (the loop says so)
+    ((15,), 1, [(15,)]),
+    ((), 3, [(), (), ()]),
+])
+def test_the_pinned_cores_are_cut_into_one_share_per_lane(
+        pinned: tuple[int, ...], lanes: int, want: list[tuple[int, ...]]) -> None:
+    assert cpus.per_lane(pinned, lanes) == want

@@ -185,12 +185,14 @@ def test_on_a_cpu_nothing_runs_beside_a_timing_process(jobs: list[Job],
     assert not [o for kind, o in seen.seen if kind == "compile" and "timing" in o]
 
 
-def _on_a_gpu(jobs: list[Job], cold: int, gpus: tuple[int, ...] = ()) -> None:
-    """Both sides of ``jobs`` through the loop as on a GPU: lanes overlapping, three compile
-    slots, two timing processes ahead (a lane), every model timed."""
+def _on_a_gpu(jobs: list[Job], cold: int, gpus: tuple[int, ...] = (),
+              pin: tuple[int, ...] = (0,), sides: tuple[str, ...] = ("base", "head")) -> None:
+    """Both sides of ``jobs`` (or the ``sides`` named) through the loop as on a GPU: lanes
+    overlapping, three compile slots, two timing processes ahead (a lane), every model
+    timed."""
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=cold, timing_processes=3,
-                      pin_cpus=(0,))
-    sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
+                      pin_cpus=pin)
+    sides = [SideJobs(name, jobs, opts) for name in sides]
     measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=True,
                                      timing_ahead=2, measure_all=True, gpus=gpus))
 
@@ -209,16 +211,20 @@ def test_on_a_gpu_compiles_overlap_timing_and_timing_queues_for_the_device_lock(
 
 
 class _Lanes:
-    """Records each process's GPU, lock and what ran on each GPU when it started."""
+    """Records each process's GPU, lock and what ran on each GPU when it started (and each
+    timing process's cores, by model and GPU, in ``pins``)."""
 
     def __init__(self, sleep_s: float = 0.05) -> None:
         self.running: list[tuple[str, int | None]] = []
         self.seen: list[tuple[str, str, str, int | None, str | None, list]] = []
+        self.pins: dict[tuple[str, int | None], set[tuple[int, ...]]] = {}
         self.lock, self.sleep_s = threading.Lock(), sleep_s
 
     def __call__(self, spec, name):  # type: ignore[no-untyped-def]
         kind = "timing" if spec.time_steady_state else "compile"
         with self.lock:
+            if kind == "timing":
+                self.pins.setdefault((spec.model, spec.gpu), set()).add(tuple(spec.pin_cpus))
             self.seen.append((name.split("-")[0], spec.model, kind, spec.gpu, spec.device_lock,
                               list(self.running)))
             self.running.append((kind, spec.gpu))
@@ -258,6 +264,75 @@ def test_with_several_gpus_each_model_times_on_one_gpu_and_models_spread_over_th
     compiles = [s for s in seen.seen if s[2] == "compile"]
     assert {gpu for *_, gpu, _, _ in compiles} <= {0, 3} and all(
         lock.endswith(f"device-{gpu}.lock") for *_, gpu, lock, _ in compiles)
+
+
+def _many(tmp_path: Path, n: int = 6) -> list[Job]:
+    path = tmp_path / "many_suite.py"
+    path.write_text("import torch\nfrom compilewatch.suites import model\n"
+                    "SUITE_NAME = 'many'\n" + "".join(
+                        f"@model('m{i}')\ndef m{i}():\n    return torch.sin, (torch.randn(4),)\n"
+                        for i in range(n)))
+    suite = load_suite(str(path))
+    return [Job(suite, spec, Config()) for spec in suite.models.values()]
+
+
+def test_each_gpu_lane_times_on_cores_of_its_own(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two lanes, two pinned cores: GPU 0's timing processes on the first, GPU 3's on the
+    second, so one GPU's timing never takes the core another's launch-bound model waits on;
+    one core for two lanes is shared, and the run says so."""
+    seen = _Lanes(sleep_s=0.0)
+    _fake(monkeypatch, output=seen)
+    _on_a_gpu(_many(tmp_path, 4), cold=1, gpus=(0, 3), pin=(14, 15))
+    by_gpu: dict[int | None, set[tuple[int, ...]]] = {}
+    for (_model, gpu), pins in seen.pins.items():
+        by_gpu.setdefault(gpu, set()).update(pins)
+    assert by_gpu == {0: {(14,)}, 3: {(15,)}}
+
+    notes: list[str] = []
+    seen = _Lanes(sleep_s=0.0)
+    _fake(monkeypatch, output=seen)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=1,
+                      pin_cpus=(15,))
+    measure_jobs([SideJobs("run", _many(tmp_path, 2), opts)],
+                 LoopSettings(isolation="spawn", overlap=True, gpus=(0, 1)),
+                 on_event=lambda e: notes.append(e.text) if e.kind == "note" else None)
+    assert {p for pins in seen.pins.values() for p in pins} == {(15,)}
+    assert any("2 GPU timing lanes share the timing cores [15]" in n for n in notes), notes
+
+
+def test_a_models_gpu_is_where_it_times_first_not_where_it_compiled(jobs: list[Job]) -> None:
+    """A cold compile runs on the GPU running the fewest processes and binds its model to
+    nothing: the model's GPU is chosen when its first timing process starts, the lane with
+    the least timing work."""
+    from compilewatch.compiler.lanes import GpuLanes, Task
+
+    lanes = GpuLanes((0, 1))
+    a, b = jobs[0], jobs[1]
+    compile_a = Task((0,), "base", a, "cold", 1)
+    lanes.start(compile_a, lanes.for_compile(compile_a))
+    assert compile_a.gpu == 0 and lanes.of == {}
+    timing_b = Task((1,), "base", b, "timing", 1, timing=True)
+    lanes.start(timing_b, lanes.for_timing(timing_b, [], 2))
+    assert timing_b.gpu == 0  # both lanes idle: the first
+    timing_a = Task((2,), "base", a, "timing", 1, timing=True)
+    assert lanes.for_timing(timing_a, [], 2) == 1  # a compiled on 0, but 1 has no timing
+
+
+def test_a_single_side_run_times_each_model_on_the_gpu_its_name_picks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run`` and ``nightly`` measure one side: a model's GPU follows from its name, so two
+    such runs, whatever their models' order, time each model on the same GPU (their
+    comparison pairs it, never refusing two GPUs)."""
+    jobs = _many(tmp_path, 8)
+    picked = []
+    for order in (jobs, jobs[::-1]):
+        seen = _Lanes(sleep_s=0.0)
+        _fake(monkeypatch, output=seen)
+        _on_a_gpu(order, cold=1, gpus=(0, 1), sides=("run",))
+        picked.append({model: gpu for model, gpu in seen.pins})
+    assert picked[0] == picked[1] and len(picked[0]) == 8
+    assert set(picked[0].values()) == {0, 1}  # the names spread over both
 
 
 def test_one_gpu_lane_is_the_run_as_before(jobs: list[Job],

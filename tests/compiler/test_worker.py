@@ -160,6 +160,17 @@ def test_a_training_process_times_base_s_training_step_as_its_reference(tmp_path
     assert out.latency is not None and out.latency.reference_us == []
     assert any(n.startswith("no reference: base's model does not train") for n in out.notes)
 
+    (tmp_path / "run3").mkdir()  # base's model builds and has parameters, its step fails
+    broken = _checkout(tmp_path / "broken", 8, models=TRAIN_SUITE.replace(
+        "return net,", "return torch.nn.Sequential(net, Detach()),").replace(
+        "@model(", "class Detach(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x.detach()\n\n\n@model("))
+    out = _timed(tmp_path / "run3", head, broken, task="training")
+    assert out.ok, out.error
+    assert out.latency is not None and out.latency.reference_us == [] and out.latency.eager_us
+    assert any(n.startswith("no reference: base's model failed its first training step")
+               for n in out.notes), out.notes
+
 
 PACKAGE_SUITE = '''
 import sys

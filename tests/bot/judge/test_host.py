@@ -172,7 +172,12 @@ def test_a_run_of_several_gpus_names_its_lanes_and_the_gpu_it_left_out() -> None
     assert c.notes.count(said) == 1  # one preflight for both sides: said once
     md = render_markdown(c)  # escaped for markdown: its words are there
     assert "timed on GPUs 0\\, 2" in md and "GPU 1 left out of timing" in md
-    assert said in html_lib.unescape(render_run_html(head))
+    # a pr side's page says the same; a run's (one side) how its models got their GPU
+    side = head.model_copy(update={"settings": head.settings.model_copy(update={"side": "head"})})
+    assert said in html_lib.unescape(render_run_html(side))
+    alone = said.replace("a model's processes of both sides on one GPU",
+                         "each model's processes on the one GPU its name picks")
+    assert alone in html_lib.unescape(render_run_html(head))
     one = HostCheck(cpu_spread=0.05, gpu_spread=0.01)
     plain = compare(base.model_copy(update={"host": one}), head.model_copy(update={"host": one}))
     assert not [n for n in plain.notes if "timing lane" in n]

@@ -87,3 +87,19 @@ def test_the_gpus_flag_is_parsed_and_a_bad_one_is_exit_2() -> None:
         assert "--gpus N[,N...]" in CliRunner().invoke(main, [command, "--help"]).output
     got = CliRunner().invoke(main, ["run", "--device", "cuda", "--gpus", "zero"])
     assert got.exit_code == 2 and "--gpus" in got.output and "Traceback" not in got.output
+
+
+def test_each_timing_lane_times_on_a_core_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default one GPU times on the last core; with four lanes each has a core (the last
+    four); cores named with --pin-cpus must be at least one a lane, said before measuring."""
+    monkeypatch.setattr(harness, "available_cpus", lambda: set(range(16)))
+    four = _host(*((i, .01, False) for i in range(4)))
+    m = MeasureOptions(device="cuda").resolve()
+    assert m.pin_cpus == (15,)
+    assert m.lanes(None, 1).pin_cpus == (15,)
+    assert m.lanes(four, 4).pin_cpus == (12, 13, 14, 15)
+    assert m.lanes(four, 4).run_options().pin_cpus == (12, 13, 14, 15)
+    named = MeasureOptions(device="cuda", pin_cpus=(10, 11, 12, 13)).resolve()
+    assert named.lanes(four, 4).pin_cpus == (10, 11, 12, 13)
+    with pytest.raises(UsageError, match=r"--pin-cpus names 1 core\(s\) for 4 GPU timing lanes"):
+        MeasureOptions(device="cuda", pin_cpus=(15,)).resolve().lanes(four, 4)
