@@ -15,6 +15,11 @@ on a throwaway repository holding the default GPU suite's files (``micro``, ``hf
 - ``measure-all``: the README commit pair with ``--measure-all`` (every model timed, the worst
   case of a PR that touches every model).
 
+With ``--history RESULTS`` (results files of an earlier run, e.g. its ``base.json`` and
+``head.json``) they are stored in a database of the benchmark's own, which every ``pr`` reads
+(``--db``; it stores nothing, ``--no-db``) as a runner's database would hold its earlier runs:
+each model's stored duration orders the loop, the longest first (docs/performance.md).
+
 With ``--warm-nightly`` a ``compilewatch nightly`` of the repository's main branch first
 publishes signed, verified cache artifacts to a folder (its wall time printed apart), and every
 ``pr`` then loads them (``--warm-cache DIR`` with the nightly's public key pinned), as the PR
@@ -133,6 +138,15 @@ def nightly(repo: Path, tmp: Path, device: str) -> list[str]:
     return ["--warm-cache", str(published), "--cache-public-key", public]
 
 
+def history(files: list[Path], tmp: Path) -> list[str]:
+    """Store earlier results in a database of the benchmark's own; the ``pr`` arguments that
+    read it."""
+    url = f"sqlite:///{tmp / 'history.db'}"
+    subprocess.run([sys.executable, "-m", "compilewatch.bot.cli", "ingest", *map(str, files),
+                    "--db", url], check=True, stdout=subprocess.DEVNULL)
+    return ["--db", url]
+
+
 def table(rows: list[tuple[str, str, dict]]) -> str:
     names = sorted({k for _, _, r in rows for k in r["phases"]})
     head = ["scenario", "isolation", "wall s", "model-sides compiled", "timed", *names,
@@ -162,6 +176,9 @@ def main() -> None:
     ap.add_argument("--limit-s", type=float, default=None,
                     help="Seconds for each pr; one stopped there is reported from its "
                          "checkpoints, marked (cut), with the model-sides it finished.")
+    ap.add_argument("--history", action="append", type=Path, default=[], metavar="RESULTS",
+                    help="Results files of earlier runs, stored in a database every pr reads "
+                         "(the models' durations). Repeatable.")
     ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
     args = ap.parse_args()
     suites = args.suite or ["micro", "hf"]
@@ -170,6 +187,8 @@ def main() -> None:
         repo = user_repo(Path(tmp), suites)
         out = args.out or Path(tmp) / "out"
         warm = nightly(repo, Path(tmp), args.device) if args.warm_nightly else []
+        if args.history:
+            warm += history(args.history, Path(tmp))
         for scenario in args.scenario or list(SCENARIOS):
             for isolation in args.isolation or ["fork", "spawn"]:
                 r = run(repo, out / f"{scenario}-{isolation}", args.device, isolation,

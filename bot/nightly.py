@@ -28,6 +28,7 @@ from compilewatch.bot.cache.publish import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
+from compilewatch.bot.history.durations import durations_of
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
     Measuring,
@@ -141,6 +142,7 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
         return results, man
 
     runs = measure_sides([SideJobs("run", jobs, opts)], measuring, progress=progress,
+                         durations=durations_of(req.db_url, env.fingerprint),
                          on_done=lambda done: write(done["run"], finished=False))["run"]
     return (*write(runs, finished=True), runs)
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import itertools
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -59,6 +59,9 @@ class LoopSettings:
     # settle it (each on an empty cache, paired as the first ones)
     cold_follow_up: FollowUp | None = None
     extra_cold: int = 0
+    # seconds each (suite, model, config) took before (the stored runs): the loop starts the
+    # longest first (``longest_first``)
+    durations: Mapping[Ident, float] = field(default_factory=dict)
 
     def pair_rules(self) -> PairRules:
         return PairRules(measure_all=self.measure_all, same_environment=self.same_environment,
@@ -125,8 +128,8 @@ class Loop:
     # --- planning ------------------------------------------------------------------------
 
     def plan(self) -> None:
-        order = list(dict.fromkeys(ident(job) for side in self.sides.values()
-                                   for job in side.jobs))
+        every = [job for side in self.sides.values() for job in side.jobs]
+        order = longest_first(every, self.settings.durations)
         for n, key in enumerate(order):
             names = self.pairing.in_order(n) if self.pairing is not None else list(self.sides)
             jobs = {name: job for name in names
@@ -297,6 +300,25 @@ class Loop:
         finally:
             self._cleaner.shutdown(wait=True)
         return self.results
+
+
+def longest_first(jobs: Sequence[Job], durations: Mapping[Ident, float]) -> list[Ident]:
+    """The order models start in: the longest first, so that the last to finish is a short
+    one, not a model of minutes started behind every other (a run's wall time is its longest
+    model's chain of cold compiles and timing processes, after it started). A job's length is
+    its stored duration; one that has none goes before those that have (it may be the long
+    one), and among those a training step (two graphs and an optimizer to compile) before an
+    inference, each kind in the suites' order."""
+    keys = list(dict.fromkeys(ident(job) for job in jobs))
+    task = {ident(job): job.config.task for job in jobs}
+    pos = {key: n for n, key in enumerate(keys)}
+
+    def rank(key: Ident) -> tuple[int, float, int]:
+        if key in durations:
+            return 1, -durations[key], pos[key]
+        return 0, 0.0 if task[key] == "training" else 1.0, pos[key]
+
+    return sorted(keys, key=rank)
 
 
 def _compile_path(sides: Sequence[SideJobs]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +21,7 @@ from compilewatch.compiler import schedule
 from compilewatch.compiler.children import run_module
 from compilewatch.compiler.cpus import available as available_cpus
 from compilewatch.compiler.cpus import timing_cores
+from compilewatch.compiler.lanes import Ident
 from compilewatch.compiler.processes import Isolation, allowed_env, base_env
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import (
@@ -282,13 +283,14 @@ class Measuring:
     def loop_settings(self, same_environment: bool = True,
                       changed: ChangedFiles | None = None,
                       follow_up: FollowUp | None = None,
-                      cold_follow_up: FollowUp | None = None) -> LoopSettings:
+                      cold_follow_up: FollowUp | None = None,
+                      durations: Mapping[Ident, float] | None = None) -> LoopSettings:
         return LoopSettings(isolation=self.isolation, compile_slots=self.compile_slots,
                             overlap=self.gpu, measure_all=self.measure_all,
                             same_environment=same_environment, changed=changed,
                             follow_up=follow_up, extra_timing=self.extra_processes,
                             cold_follow_up=cold_follow_up, extra_cold=self.extra_cold_processes,
-                            gpus=self.gpus or ())
+                            gpus=self.gpus or (), durations=dict(durations or {}))
 
     def run_settings(self, *, suites: list[str], trigger: str = "local",
                      side: str | None = None, results_dir: str | None = None) -> RunSettings:
@@ -336,10 +338,12 @@ def measure_sides(sides: list[SideJobs], options: Measuring, *, same_environment
                   changed: ChangedFiles | None = None, progress: OnProgress | None = None,
                   on_done: Callable[[dict[str, list[JobRun]]], None] | None = None,
                   follow_up: FollowUp | None = None,
-                  cold_follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
+                  cold_follow_up: FollowUp | None = None,
+                  durations: Mapping[Ident, float] | None = None) -> dict[str, list[JobRun]]:
     """Measure through the one loop, telling ``progress`` how it goes; ``on_done`` gets the
     runs so far of every side after each model, so callers checkpoint and a job killed after
-    hours keeps what it measured."""
+    hours keeps what it measured. ``durations``: each model's stored duration, the longest
+    started first."""
     tell = progress or (lambda _: None)
     total = sum(len(s.jobs) for s in sides)
     done: dict[str, list[JobRun]] = {s.name: [] for s in sides}
@@ -363,7 +367,8 @@ def measure_sides(sides: list[SideJobs], options: Measuring, *, same_environment
             on_done(done)
 
     return schedule.measure_jobs(
-        sides, options.loop_settings(same_environment, changed, follow_up, cold_follow_up),
+        sides, options.loop_settings(same_environment, changed, follow_up, cold_follow_up,
+                                     durations),
         on_event, preload_of(sides))
 
 

@@ -30,7 +30,7 @@ from compilewatch.core.errors import UsageError
 from compilewatch.core.followup import FollowUp
 from compilewatch.core.results_file import load_results
 from compilewatch.core.schema import HostCheck
-from tests.factories import cold_result, environment, model_result, timed_result
+from tests.factories import cold_result, environment, model_result, run_results, timed_result
 from tests.fakegithub import REPO, TOKEN, FakeGitHub
 
 HOST_CHECK = "compilewatch.bot.measure.harness.host_check"  # the preflight
@@ -88,8 +88,10 @@ class Recorder:
     def __call__(self, sides: list[SideJobs], options: Measuring, *,
                  same_environment: bool = True, changed: object = None, progress: object = None,
                  on_done: object = None, follow_up: FollowUp | None = None,
-                 cold_follow_up: FollowUp | None = None) -> dict[str, list[JobRun]]:
+                 cold_follow_up: FollowUp | None = None,
+                 durations: object = None) -> dict[str, list[JobRun]]:
         self.same_environment = same_environment
+        self.durations = durations
         self.follow_up = follow_up
         self.cold_follow_up = cold_follow_up
         out: dict[str, list[JobRun]] = {}
@@ -169,6 +171,32 @@ def test_the_results_say_which_follow_ups_the_pr_allowed(repo: Path, tmp_path: P
         for side in ("base", "head"):
             got = load_results(tmp_path / f"out{i}" / f"{side}.json").settings
             assert (got.extra_processes, got.extra_cold_processes) == (timing or 0, cold or 0)
+
+
+def test_the_loop_gets_each_models_stored_duration_of_this_environment(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs stored before (this environment's, and another's) give the loop each model's
+    median duration, so it starts the longest first; no database, no durations."""
+    from compilewatch.db import store_runs
+
+    monkeypatch.setattr(HOST_CHECK, lambda *a, **k: None)
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"README.md": "b\n"}, "docs")
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out0", rec, base="main", head="feature", db_url=url)
+    assert rec.durations == {}  # no database file: nothing read, none created
+    assert not (tmp_path / "history.db").exists()
+    slow = model_result("a", suite="user").model_copy(update={"duration_s": 300.0})
+    fast = model_result("b", suite="user").model_copy(update={"duration_s": 7.0})
+    other = model_result("a", suite="user").model_copy(update={"duration_s": 1.0})
+    store_runs(url, run_results([slow, fast]),
+               run_results([other], env=environment(fingerprint="e" * 32)))
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out1", rec, base="main", head="feature", db_url=url)
+    slug = model_result("a").config.slug
+    assert rec.durations == {("user", "a", slug): 300.0, ("user", "b", slug): 7.0}
 
 
 def test_extra_cold_compiles_default_to_three_on_a_gpu_and_none_on_a_cpu() -> None:

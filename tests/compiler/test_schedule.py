@@ -335,6 +335,29 @@ def test_a_single_side_run_times_each_model_on_the_gpu_its_name_picks(
     assert set(picked[0].values()) == {0, 1}  # the names spread over both
 
 
+def test_the_longest_model_starts_first(jobs: list[Job],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """With stored durations the longest model's cold compiles start first and the shortest
+    last; a model with none goes first (it may be the long one); without any, a training
+    step (two graphs and an optimizer) before inference, each in the suite's order."""
+    _fake(monkeypatch)
+    opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=1)
+
+    def first_colds(settings: LoopSettings, js: list[Job]) -> list[str]:
+        FakeLauncher.launches.clear()
+        measure_jobs([SideJobs("run", js, opts)], settings)
+        return [model for _, model, kind in FakeLauncher.launches if kind == "cold"]
+
+    a, b, c = (schedule.ident(j) for j in jobs)
+    assert first_colds(LoopSettings(isolation="spawn"), jobs) == ["a", "b", "c"]
+    assert first_colds(LoopSettings(isolation="spawn", durations={b: 5.0, c: 90.0}),
+                       jobs) == ["a", "c", "b"]
+    assert first_colds(LoopSettings(isolation="spawn", durations={a: 1.0, b: 5.0, c: 3.0}),
+                       jobs) == ["b", "c", "a"]
+    trains = [jobs[0], Job(jobs[2].suite, jobs[2].spec, Config(task="training")), jobs[1]]
+    assert first_colds(LoopSettings(isolation="spawn"), trains) == ["c", "a", "b"]
+
+
 def test_one_gpu_lane_is_the_run_as_before(jobs: list[Job],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """No GPUs named: the one device, one lock, no GPU in any spec; one GPU named: the same
