@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 
 from rich.console import Console, Group
 from rich.text import Text
@@ -37,12 +38,14 @@ LEGEND = ("compiled: head's µs per call (each timing process's median, geometri
           "context only; cold, warm: head's compile seconds and their change.")
 
 
-def _row(r: ModelRow) -> list[Text]:
+def _row(r: ModelRow, configs: bool = False) -> list[Text]:
+    """A row; ``configs``: a model is on several rows (its tasks, modes, dtypes), so each
+    says which config it is."""
     why = "; ".join(str(x.label) + (": " + ", ".join(headline(i, 120) for i in x.items[:3])
                                      if x.items else "")
                     for x in filters.reasons(r))
     return [
-        Text(plain(f"{r.suite}/{r.model}")),
+        Text(plain(f"{r.suite}/{r.model}" + (f" [{r.config}]" if configs else ""))),
         Text(str(filters.verdict_label(r)), style=STYLES[r.verdict]),
         Text(r.not_timed) if r.not_timed else _delta(r.compiled_time, filters.us),
         _delta(r.speedup, filters.times),
@@ -62,7 +65,9 @@ def build_table(c: Comparison, width: int = WIDE) -> Group:
              f"unchanged {h.unchanged}, within noise {h.within_noise}"
              + (f", too noisy to judge {h.noisy}" if h.noisy else "")
              + (f", failing on both sides {h.failing}" if h.failing else ""))
-    table, hidden = fitted_table(title, COLUMNS, [_row(r) for r in c.rows], width)
+    seen = Counter((r.suite, r.model) for r in c.rows)
+    table, hidden = fitted_table(title, COLUMNS,
+                                 [_row(r, seen[(r.suite, r.model)] > 1) for r in c.rows], width)
     lines = [Text(plain(f"note: {note}")) for note in c.notes]
     for name, items in (("newly failing", c.newly_failing), ("newly fixed", c.newly_fixed),
                         ("added", c.added), ("removed", c.removed)):

@@ -199,6 +199,26 @@ def test_the_loop_gets_each_models_stored_duration_of_this_environment(
     assert rec.durations == {("user", "a", slug): 300.0, ("user", "b", slug): 7.0}
 
 
+def test_gpus_are_checked_against_each_sides_interpreter(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Head's interpreter sees one GPU where base's sees two: ``--gpus 1`` is refused before
+    anything is measured, naming what torch sees."""
+    monkeypatch.setattr(HOST_CHECK, lambda *a, **k: None)
+    commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
+    sh(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, {"README.md": "b\n"}, "docs")
+    rec = Recorder()
+    seen = {sys.executable: 2, "/opt/head/bin/python": 1}
+    with pytest.raises(UsageError, match=r"--gpus \[1\]: torch sees GPU 0 here"):
+        pr_command(PrRequest(repo=repo, out=tmp_path / "out", base="main", head="feature",
+                             measure=MeasureOptions(device="cuda", pin_cpus=(), gpus=(1,),
+                                                    quiet=True),
+                             base_python=sys.executable, head_python="/opt/head/bin/python",
+                             no_db=True),
+                   measure=rec, environment=lambda p: environment(gpu_count=seen[p]))
+    assert rec.calls == []
+
+
 def test_extra_cold_compiles_default_to_three_on_a_gpu_and_none_on_a_cpu() -> None:
     assert MeasureOptions(device="cuda").resolve().loop_settings().extra_cold == 3
     assert MeasureOptions(device="cpu").resolve().loop_settings().extra_cold == 0

@@ -28,7 +28,7 @@ from compilewatch.bot.render.formats import (
     write_step_summary,
 )
 from compilewatch.core.errors import UsageError
-from compilewatch.core.schema import Category
+from compilewatch.core.schema import Category, Config
 from tests.bot.render.test_escape import GITHUB_AUTO, HOSTILE, MD, parse
 from tests.factories import BASE_COMPONENTS, model_result, run_results
 
@@ -309,3 +309,16 @@ def test_every_table_has_one_cell_per_header(name):
         assert table.row("micro/gpt2")["graph breaks"].startswith("0 → 1")
         full = check_markdown_tables(render_markdown(c))[-1]
         assert full.row("gpt2")["breaks"] == "0 → 1"
+
+
+def test_the_table_says_which_config_a_row_is_where_a_model_has_several() -> None:
+    """One model measured for inference and training is two rows: the table names each
+    row's config; a model on one row stays short."""
+    train = Config(task="training")
+    rows = [model_result("m", seed=1), model_result("m", seed=1, config=train),
+            model_result("solo", seed=1)]
+    heads = [model_result("m", seed=2), model_result("m", seed=2, config=train),
+             model_result("solo", seed=2)]
+    text = render_table(compare(run_results(rows), run_results(heads)))
+    assert f"micro/m [{Config().slug}]" in text and f"micro/m [{train.slug}]" in text
+    assert "micro/solo " in text and "micro/solo [" not in text
