@@ -28,7 +28,7 @@ from compilewatch.bot.cache.publish import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
-from compilewatch.bot.history.durations import durations_of
+from compilewatch.bot.history.durations import loop_durations
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
     Measuring,
@@ -142,7 +142,8 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
         return results, man
 
     runs = measure_sides([SideJobs("run", jobs, opts)], measuring, progress=progress,
-                         durations=durations_of(req.db_url, env.fingerprint),
+                         durations=loop_durations(req.shard.durations, req.db_url,
+                                                  env.fingerprint),
                          on_done=lambda done: write(done["run"], finished=False))["run"]
     return (*write(runs, finished=True), runs)
 

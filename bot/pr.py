@@ -30,7 +30,7 @@ from compilewatch.bot.cache.fetch import (
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.github.outdir import DIAGNOSTICS, OUT_FILES
-from compilewatch.bot.history.durations import durations_of
+from compilewatch.bot.history.durations import loop_durations
 from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.history.noise import noise_bands_of
 from compilewatch.bot.judge.comparison import Comparison
@@ -333,8 +333,8 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, E
         measured = measure(sides, measuring, same_environment=same_env, changed=changed,
                            on_done=checkpoint, follow_up=asker(policy, noise, steadiness),
                            cold_follow_up=cold_asker(policy, noise, steadiness),
-                           durations=durations_of(req.db_url,
-                                                  envs[pythons["base"]].fingerprint))
+                           durations=loop_durations(req.shard.durations, req.db_url,
+                                                    envs[pythons["base"]].fingerprint))
         runs = results_of(measured)
         comparison = compare_with_project(runs["base"], runs["head"], trees["base"], noise)
         if any(diagnostics.flagged(r) for r in comparison.rows):

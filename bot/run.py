@@ -14,7 +14,7 @@ from compilewatch.bot.cache.fetch import (
     resolve_warm_cache,
 )
 from compilewatch.bot.checkout import git as gitutil
-from compilewatch.bot.history.durations import durations_of
+from compilewatch.bot.history.durations import loop_durations
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
@@ -117,7 +117,7 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
                                        extra_env=remotecache.worker_env(req.remote_cache))
         measured = measure_sides(
             [SideJobs("run", jobs, opts)], measuring, progress=progress,
-            durations=durations_of(req.db_url, env.fingerprint),
+            durations=loop_durations(req.shard.durations, req.db_url, env.fingerprint),
             on_done=lambda done: save_results(
                 results_of([j.result for j in done["run"]], finished=False), req.out))
     results = results_of([j.result for j in measured["run"]])

@@ -159,9 +159,10 @@ shard_options = stacked(
                       "Default: the workflow run (GITHUB_RUN_ID-GITHUB_RUN_ATTEMPT), else one "
                       "derived from the commits and N."),
     click.option("--shard-durations", "shard_durations", multiple=True, metavar="RESULTS",
-                 help="Plan the split from these results files' durations (e.g. the "
-                      "nightly's results.json) instead of the database: for runners without "
-                      "one. Repeatable."),
+                 help="Plan the split, and the order models start in (longest first), "
+                      "from these results files' durations (e.g. the nightly's results.json) "
+                      "instead of the database: for runners without one; without --shard, "
+                      "the order only. Repeatable."),
     click.option("--remote-cache", default=None, metavar="redis://HOST:PORT",
                  help="Share Inductor's FX graph cache on Redis between runners, for warm "
                       "compiles and timing processes only (cold compiles never read it)."),

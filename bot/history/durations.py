@@ -4,9 +4,22 @@ does not end waiting on a model of minutes that started last."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from compilewatch.bot.shards.select import file_durations
 from compilewatch.compiler.lanes import Ident
 from compilewatch.core.errors import DatabaseError
 from compilewatch.db import connect, model_durations
+
+
+def loop_durations(files: Sequence[str], db_url: str | None, fingerprint: str
+                   ) -> dict[Ident, float]:
+    """The durations the loop orders its models by: those of results files where given
+    (``--shard-durations``: a runner without a database, a PR's with the nightly's
+    ``results.json``), else the database's (``durations_of``)."""
+    if files:
+        return _idents(file_durations(files))
+    return durations_of(db_url, fingerprint)
 
 
 def durations_of(db_url: str | None, fingerprint: str) -> dict[Ident, float]:
@@ -18,8 +31,12 @@ def durations_of(db_url: str | None, fingerprint: str) -> dict[Ident, float]:
             stored = model_durations(db, fingerprint=fingerprint)
     except DatabaseError:
         return {}
+    return _idents(stored)
+
+
+def _idents(by_name: dict[str, float]) -> dict[Ident, float]:
     out: dict[Ident, float] = {}
-    for key, seconds in stored.items():
+    for key, seconds in by_name.items():
         suite, model, slug = key.rsplit("/", 2)  # db.durations.ident_of: a slug has no "/"
         out[(suite, model, slug)] = seconds
     return out

@@ -34,8 +34,8 @@ class ShardOptions:
     index: int = 0  # from 0
     count: int = 0
     group: str | None = None
-    # results files whose durations plan the split instead of the database (a runner without
-    # one: a PR's, with the nightly's results.json)
+    # results files whose durations plan the split (and the order models start in) instead of
+    # the database (a runner without one: a PR's, with the nightly's results.json)
     durations: tuple[str, ...] = ()
 
     @property
@@ -46,10 +46,10 @@ class ShardOptions:
 def parse_shard(text: str | None, group: str | None = None,
                 durations: tuple[str, ...] = ()) -> ShardOptions:
     """``"2/4"`` -> the second of four shards (index 1)."""
-    if text is None:
-        if group is not None or durations:
-            raise UsageError("--group and --shard-durations need --shard I/N")
-        return ShardOptions()
+    if text is None:  # unsharded, durations still order the loop (longest first)
+        if group is not None:
+            raise UsageError("--group needs --shard I/N")
+        return ShardOptions(durations=tuple(durations))
     m = _SHARD.match(text.strip())
     if not m:
         raise UsageError(f"--shard {text!r}: expected I/N, e.g. 2/4 (the second of four)")

@@ -197,6 +197,15 @@ def test_the_loop_gets_each_models_stored_duration_of_this_environment(
     fake_pr(repo, tmp_path / "out1", rec, base="main", head="feature", db_url=url)
     slug = model_result("a").config.slug
     assert rec.durations == {("user", "a", slug): 300.0, ("user", "b", slug): 7.0}
+    # a runner without a database: a results file's durations (--shard-durations) instead
+    from compilewatch.bot.shards.plan import ShardOptions
+    from compilewatch.core.results_file import save_results
+
+    save_results(run_results([fast]), tmp_path / "nightly.json")
+    rec = Recorder()
+    fake_pr(repo, tmp_path / "out2", rec, base="main", head="feature", db_url=url,
+            shard=ShardOptions(durations=(str(tmp_path / "nightly.json"),)))
+    assert rec.durations == {("user", "b", slug): 7.0}
 
 
 def test_gpus_are_checked_against_each_sides_interpreter(
