@@ -50,8 +50,9 @@ measure_options = stacked(
                  help="Compile processes at once (1 or more). Default: cores/4 (2..8) on cuda, "
                       "1 on cpu."),
     click.option("--pin-cpus", default=None, metavar="N[,N...]",
-                 help="CPU cores the timing processes run on. Default: the last core on "
-                      "cuda, none on cpu."),
+                 help="CPU cores the timing processes run on, cut among the GPU timing "
+                      "lanes (at least one a lane). Default on cuda: the last core, or one "
+                      "physical core a lane with several GPUs; none on cpu."),
     click.option("--ready-compile-workers", is_flag=True,
                  help="Start Inductor's compile workers while a cold compile's model "
                       "builds and wait for them before its clock starts, so every Triton "
