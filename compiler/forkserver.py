@@ -94,8 +94,11 @@ def _fork_poisoned() -> bool:
 # Packages that import lazily: the top level leaves its heavy part to the first model class,
 # which every forked worker would import again. transformers: `import transformers` 1.2 s, then
 # `transformers.modeling_utils` (what every model class imports) 1.0 s more on a 2-core
-# machine, paid by each of the 6 processes a model and side.
-LAZY_HEAVY = {"transformers": ("transformers.modeling_utils",)}
+# machine, paid by each of the 6 processes a model and side; where a model's configuration
+# module documents itself from the auto classes (`auto_docstring`), also
+# `transformers.models.auto.modeling_auto` (docs/performance.md).
+LAZY_HEAVY = {"transformers": ("transformers.modeling_utils",
+                               "transformers.models.auto.modeling_auto")}
 
 
 def preload_modules(preload: list[str]) -> list[str]:

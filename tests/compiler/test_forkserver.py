@@ -83,7 +83,8 @@ def test_the_worker_environment_asks_nvml_not_the_driver():
 
 def test_a_lazy_package_is_preloaded_with_its_heavy_part():
     assert forkserver.preload_modules(["torchvision", "transformers"]) == [
-        "torchvision", "transformers", "transformers.modeling_utils"]
+        "torchvision", "transformers", "transformers.modeling_utils",
+        "transformers.models.auto.modeling_auto"]
 
 
 @pytest.mark.slow
@@ -93,7 +94,8 @@ def test_the_server_imports_transformers_model_code_without_touching_cuda(tmp_pa
     pytest.importorskip("transformers")
     code = ("import sys\nfrom compilewatch.compiler import forkserver\n"
             "forkserver.serve(['transformers'])\nimport torch\n"
-            "print('transformers.modeling_utils' in sys.modules, torch.cuda.is_initialized())\n")
+            "print('transformers.models.auto.modeling_auto' in sys.modules, "
+            "torch.cuda.is_initialized())\n")
     out = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True,
                          text=True, timeout=300, check=True, stdin=subprocess.DEVNULL)
     assert '"ready": true' in out.stdout and '"skipped": []' in out.stdout
