@@ -28,7 +28,6 @@ from compilewatch.bot.cache.publish import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
-from compilewatch.bot.history.durations import loop_durations
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
     Measuring,
@@ -45,6 +44,7 @@ from compilewatch.bot.measure.harness import (
 )
 from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
+from compilewatch.bot.shards.durations import loop_durations
 from compilewatch.bot.shards.plan import ShardOptions
 from compilewatch.bot.shards.select import empty_shard, plan_shard, stamped
 from compilewatch.compiler import artifacts as art

@@ -30,7 +30,6 @@ from compilewatch.bot.cache.fetch import (
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
 from compilewatch.bot.github.outdir import DIAGNOSTICS, OUT_FILES
-from compilewatch.bot.history.durations import loop_durations
 from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.history.noise import noise_bands_of
 from compilewatch.bot.judge.comparison import Comparison
@@ -55,6 +54,7 @@ from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
 from compilewatch.bot.render import diagnostics
 from compilewatch.bot.render.formats import render
+from compilewatch.bot.shards.durations import loop_durations
 from compilewatch.bot.shards.plan import ShardOptions
 from compilewatch.bot.shards.select import empty_shard, plan_shard, stamped
 from compilewatch.compiler import remotecache

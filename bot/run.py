@@ -14,7 +14,6 @@ from compilewatch.bot.cache.fetch import (
     resolve_warm_cache,
 )
 from compilewatch.bot.checkout import git as gitutil
-from compilewatch.bot.history.durations import loop_durations
 from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
@@ -36,6 +35,7 @@ from compilewatch.bot.measure.outcome import (
     check_own_code,
     check_something_measured,
 )
+from compilewatch.bot.shards.durations import loop_durations
 from compilewatch.bot.shards.plan import ShardOptions
 from compilewatch.bot.shards.select import plan_shard, stamped
 from compilewatch.compiler import remotecache

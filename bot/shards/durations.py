@@ -1,6 +1,7 @@
-"""How long each model took before, read back from the database for the measuring loop's
-order (``compiler/schedule.py`` ``longest_first``): the longest model starts first, so a run
-does not end waiting on a model of minutes that started last."""
+"""How long each model took before, for the measuring loop's order (``compiler/schedule.py``
+``longest_first``): the longest model starts first, so a run does not end waiting on a model
+of minutes that started last. The same stored durations (or results files) that balance a
+shard plan (``select.py``)."""
 
 from __future__ import annotations
 
