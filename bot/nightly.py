@@ -120,11 +120,12 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
                        group_parts=(str(git.get("commit")),))
     jobs = shard.keep(jobs) if shard is not None else jobs
     env = collect_environment(req.python)
+    started, run_id = now(), uuid.uuid4().hex
+    host, measuring = preflight(measuring, env, req.python)
+    # after the preflight: its lanes decide the timing cores (one a GPU lane)
     opts = measuring.run_options(req.python, artifact_dir=out / "artifacts",
                                    diagnostics_dir=out / "diagnostics", diagnostics_base=out,
                                    code=code, extra_env=remotecache.worker_env(req.remote_cache))
-    started, run_id = now(), uuid.uuid4().hex
-    host, measuring = preflight(measuring, env, req.python)
 
     def results_of(models: list[ModelResult], finished: bool) -> RunResults:
         return stamped(shard, build_results(

@@ -345,3 +345,34 @@ def test_keys_generate_writes_a_private_key_once_and_prints_the_public_key(
     assert signing.verify(b"manifest", sig.dumps().encode(), [public], "m") == public
     again = CliRunner().invoke(main, ["keys", "generate", "--out", str(out)])
     assert again.exit_code == 2 and "never overwritten" in again.output
+
+
+def test_the_nightlys_timing_cores_are_those_the_preflight_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preflight decides the GPU lanes and with them the timing cores (one a lane): the
+    processes a nightly runs get the cores of the options after it, not before."""
+    import dataclasses
+
+    from compilewatch.bot import nightly
+    from compilewatch.bot.measure.harness import MeasureOptions
+    from compilewatch.bot.nightly import NightlyRequest, measure_nightly
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def lanes(measuring, env, python):  # type: ignore[no-untyped-def]
+        return None, dataclasses.replace(measuring, pin_cpus=(0,))
+
+    def measure(sides, options, **kw):  # type: ignore[no-untyped-def]
+        seen.extend(side.opts.pin_cpus for side in sides)
+        raise Stop
+
+    monkeypatch.setattr(nightly, "preflight", lanes)
+    monkeypatch.setattr(nightly, "measure_sides", measure)
+    req = NightlyRequest(out=tmp_path / "n", suites=("micro",), models=("gelu_mm",),
+                         measure=MeasureOptions(quiet=True), no_db=True)
+    with pytest.raises(Stop):
+        measure_nightly(req, req.measure.resolve())
+    assert seen == [(0,)]
