@@ -254,9 +254,9 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
     same_env = envs[req.base_python].fingerprint == envs[req.head_python].fingerprint \
         and req.base_python == req.head_python
     started = now()
-    for env in envs.values():  # --gpus against each side's interpreter, not base's alone
-        measuring.check_gpus(env.gpu_count)
-    host, measuring = preflight(measuring, envs[req.base_python], req.base_python)
+    # --gpus, and the default lanes, from what every side's interpreter sees
+    visible = min(env.gpu_count for env in envs.values())
+    host, measuring = preflight(measuring, envs[req.base_python], req.base_python, visible)
     stage = staging(req.out)
     try:
         comparison, runs = _measure(req, measuring, refs, envs, pythons, same_env, started,

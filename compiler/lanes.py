@@ -22,8 +22,8 @@ that queue them (``compiler/job.py``, ``compiler/pairing.py``) give each its pri
 
 from __future__ import annotations
 
+import hashlib
 import heapq
-import zlib
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -81,8 +81,10 @@ class GpuLanes:
         if not self.gpus:
             return -1
         key = ident(task.job)
-        if key not in self.of and self.fixed:
-            self.of[key] = self.gpus[zlib.crc32("/".join(key).encode()) % len(self.gpus)]
+        if key not in self.of and self.fixed:  # rendezvous: a GPU left out moves only its own
+            name = "/".join(key)
+            self.of[key] = max(self.gpus, key=lambda g: hashlib.blake2b(
+                f"{name}@{g}".encode(), digest_size=8).digest())
         if key in self.of:
             gpu = self.of[key]
             return gpu if self.timing[gpu] < ahead else None

@@ -232,12 +232,18 @@ class Measuring:
             raise UsageError(f"--gpus must name each GPU once, not {list(self.gpus)}")
 
     def check_gpus(self, visible: int) -> None:
-        """``--gpus`` against what the interpreter under test sees."""
+        """``--gpus`` against what the interpreter under test sees, and ``--pin-cpus``
+        against the lanes asked for (before the preflight: whether a run is refused must not
+        depend on which GPU it finds noisy)."""
         missing = sorted(set(self.gpus or ()) - set(range(visible)))
         if missing:
             seen = f"GPUs 0-{visible - 1}" if visible > 1 else \
                 ("GPU 0" if visible else "no GPU")
             raise UsageError(f"--gpus {missing}: torch sees {seen} here")
+        if self.gpu and not self.pin_default and self.pin_cpus:
+            asked = len(self.gpus) if self.gpus is not None else visible
+            if asked > 1:
+                self.lane_cores(asked)
 
     def lanes(self, host: HostCheck | None, visible: int) -> Measuring:
         """The GPUs to time on, one lane each, after the preflight: those asked for (all by
@@ -388,12 +394,15 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
         results=model_results, host=host, code=code)
 
 
-def preflight(measuring: Measuring, env: Environment, python: str = sys.executable
-              ) -> tuple[HostCheck | None, Measuring]:
-    """The host preflight, and the measuring options with the GPUs it leaves to time on."""
-    measuring.check_gpus(env.gpu_count)
+def preflight(measuring: Measuring, env: Environment, python: str = sys.executable,
+              visible: int | None = None) -> tuple[HostCheck | None, Measuring]:
+    """The host preflight, and the measuring options with the GPUs it leaves to time on.
+    ``visible``: the GPUs every interpreter of the run sees (a ``pr``'s two may differ),
+    else ``env``'s."""
+    visible = env.gpu_count if visible is None else visible
+    measuring.check_gpus(visible)
     host = host_check(measuring.device, python, measuring.gpus)
-    return host, measuring.lanes(host, env.gpu_count)
+    return host, measuring.lanes(host, visible)
 
 
 def _recordable(folder: Path | None) -> str | None:

@@ -358,6 +358,25 @@ def test_the_longest_model_starts_first(jobs: list[Job],
     assert first_colds(LoopSettings(isolation="spawn"), trains) == ["c", "a", "b"]
 
 
+def test_a_gpu_left_out_moves_only_the_models_that_timed_on_it(tmp_path: Path) -> None:
+    """A run of one side picks a model's GPU by its name: when the preflight leaves GPU 1 out
+    one night, only GPU 1's models move; the others stay where they timed, so two nightlies
+    still pair them."""
+    from compilewatch.compiler.lanes import GpuLanes, Task
+
+    jobs = _many(tmp_path, 40)
+
+    def picks(gpus: tuple[int, ...]) -> dict[str, int | None]:
+        lanes = GpuLanes(gpus, fixed=True)
+        return {j.spec.name: lanes.for_timing(Task((0,), "run", j, "timing", 1, timing=True),
+                                              [], 99) for j in jobs}
+
+    four, three = picks((0, 1, 2, 3)), picks((0, 2, 3))
+    assert set(four.values()) == {0, 1, 2, 3}
+    assert all(three[m] == g for m, g in four.items() if g != 1)
+    assert all(three[m] in (0, 2, 3) for m, g in four.items() if g == 1)
+
+
 def test_one_gpu_lane_is_the_run_as_before(jobs: list[Job],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """No GPUs named: the one device, one lock, no GPU in any spec; one GPU named: the same

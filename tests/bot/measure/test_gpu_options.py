@@ -103,3 +103,15 @@ def test_each_timing_lane_times_on_a_core_of_its_own(monkeypatch: pytest.MonkeyP
     assert named.lanes(four, 4).pin_cpus == (10, 11, 12, 13)
     with pytest.raises(UsageError, match=r"--pin-cpus names 1 core\(s\) for 4 GPU timing lanes"):
         MeasureOptions(device="cuda", pin_cpus=(15,)).resolve().lanes(four, 4)
+
+
+def test_too_few_pin_cpus_for_the_lanes_asked_is_refused_before_the_preflight(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two cores for three GPUs is refused whatever the preflight would find (it could leave a
+    noisy GPU out and make the cores enough: a run must not pass or fail on that)."""
+    monkeypatch.setattr(harness, "available_cpus", lambda: set(range(16)))
+    m = MeasureOptions(device="cuda", pin_cpus=(14, 15)).resolve()
+    with pytest.raises(UsageError, match=r"names 2 core\(s\) for 3 GPU timing lanes"):
+        m.check_gpus(3)
+    m.check_gpus(2)  # one core a lane
+    MeasureOptions(device="cuda", pin_cpus=(14, 15), gpus=(0, 2)).resolve().check_gpus(3)
