@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compilewatch.bot.shards.select import file_durations
+from compilewatch.bot.shards.select import file_durations, stored_durations
 from compilewatch.compiler.lanes import Ident
 from compilewatch.core.errors import DatabaseError
-from compilewatch.db import connect, model_durations
 
 
 def loop_durations(files: Sequence[str], db_url: str | None, fingerprint: str
@@ -28,11 +27,9 @@ def durations_of(db_url: str | None, fingerprint: str) -> dict[Ident, float]:
     environment; none where there is no database (read-only: a missing file is not
     created) or it cannot be read: the order is then the loop's own."""
     try:
-        with connect(db_url, must_exist=True) as db:
-            stored = model_durations(db, fingerprint=fingerprint)
+        return _idents(stored_durations(db_url, None, fingerprint))
     except DatabaseError:
         return {}
-    return _idents(stored)
 
 
 def _idents(by_name: dict[str, float]) -> dict[Ident, float]:

@@ -20,11 +20,11 @@ def job_ident(job: Job) -> str:
     return ident_of(job.suite.name, job.spec.name, job.config.slug)
 
 
-def stored_durations(db_url: str | None, group: str, fingerprint: str | None = None
+def stored_durations(db_url: str | None, group: str | None, fingerprint: str | None = None
                      ) -> dict[str, float]:
     """Durations from the database, or none (an even split by count) where there is no
     database yet. Every shard of a group must read the same history: runs of the group itself
-    are left out (``model_durations``)."""
+    are left out (``model_durations``; ``group`` None: none left out)."""
     path = sqlite_file(resolve_url(db_url))
     if path is not None and not path.is_file():
         return {}  # a server that cannot be reached is an error: shards must agree on the plan
