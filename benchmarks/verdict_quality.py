@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -202,6 +203,11 @@ def backward_heavy(ctx: BuildContext):
     return Net(), (torch.randn(rows, dim),)
 
 
+for _copy in range(2, {copies} + 1):  # --copies: more independent samples of one change a pr
+    model(f"backward_heavy_copy{_copy}", tags=("gpu-bound", "backward-only"),
+          tasks=("training",), optimizer="sgd")(backward_heavy)
+
+
 @model("saved_more", tags=("memory",), tasks=("training",))
 def saved_more(ctx: BuildContext):
     # eight blocks of four Linear + GELU; base recomputes three blocks' activations in the
@@ -240,17 +246,23 @@ CHANGED = {"matmul_chain": "model +5% (rows)", "pointwise_big": "model +5% (elem
 METRIC = {"cold_heavy": "cold_compile", "saved_more": "fwd_bwd_memory"}
 
 
+def kind(name: str) -> str:
+    """The injected model a copy (``--copies``) is of; any other name as it is."""
+    return re.sub(r"_copy\d+$", "", name)
+
+
 def make_inject_repo(root: Path, suites: list[str], inject: bool = True,
-                     training: bool = False) -> Path:
+                     training: bool = False, copies: int = 1) -> Path:
     """The untouched suites plus ``inject.py``, whose head commit changes it (with
-    ``training``, the training step's injected models); without ``inject``, the untouched
-    suites alone and a head commit that changes a README (A/A only: a repeat of ``hf`` alone
-    fits where one with the injected models does not)."""
+    ``training``, the training step's injected models, the backward-only one ``copies`` times:
+    each copy its own model, so its own processes and verdict); without ``inject``, the
+    untouched suites alone and a head commit that changes a README (A/A only: a repeat of
+    ``hf`` alone fits where one with the injected models does not)."""
     if not inject:
         pyproject = "[tool.compilewatch]\nsuites = " + json.dumps(suites) + "\n"
         return make_repo(root, {"pyproject.toml": pyproject, "README.md": "a\n"},
                          {"README.md": "b\n"})
-    source = TRAIN_INJECT if training else INJECT
+    source = (TRAIN_INJECT if training else INJECT).replace("{copies}", str(copies))
     pyproject = "[tool.compilewatch]\nsuites = " + json.dumps([*suites, "inject.py"]) + "\n"
     return make_repo(root, {"pyproject.toml": pyproject,
                             "inject.py": source.replace("{head}", "False")},
@@ -480,7 +492,7 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
     flagged_aa, total_aa, found, total = 0, 0, 0, 0
     names = list(dict.fromkeys(r["model"] for c in comparisons for r in c["rows"]))
     for name in names:
-        metric = METRIC.get(name, "compiled_time")
+        metric = METRIC.get(kind(name), "compiled_time")
         cold, memory = metric == "cold_compile", metric.endswith("memory")
         verdicts = []
         for c in comparisons:
@@ -491,7 +503,7 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
             d = row.get(metric) or {}
             verdicts.append(f"{d.get('verdict') or row['verdict']} "
                             f"{(d.get('ratio') or 1) - 1:+.1%}")
-            if name in CHANGED:
+            if kind(name) in CHANGED:
                 total += 1
                 found += d.get("verdict") == "regression"
             else:
@@ -505,7 +517,7 @@ def report(comparisons: list[dict], runs: list[dict], walls: list[float],
         ref = None if cold or memory else truth(runs, name, cold, referenced=True)
         if ref is not None:  # launch-bound models are judged over base's eager model
             shown += f" ({ref - 1:+.1%} over base's eager)"
-        lines.append(f"| {name} | {CHANGED.get(name, 'untouched (A/A)')} | {shown} | "
+        lines.append(f"| {name} | {CHANGED.get(kind(name), 'untouched (A/A)')} | {shown} | "
                      f"{'; '.join(verdicts)} |")
     lines += ["", f"A/A: {flagged_aa} of {total_aa} model-repeats flagged "
                   f"(regression or improvement); injected: {found} of {total} found.",
@@ -630,6 +642,11 @@ def main() -> None:
                     help="The training step (pr --task training): the untouched suites' "
                          "training configs and the training injections (a backward-only "
                          "+5%%, more saved activations for peak memory).")
+    ap.add_argument("--copies", type=int, default=1,
+                    help="With --training: the backward-only change this many times, each "
+                         "copy a model of its own (its own processes and verdict): more "
+                         "samples of its detection rate a pr; pick them with "
+                         "-- --model 'backward_heavy*'.")
     ap.add_argument("--limit-s", type=float, default=None,
                     help="Seconds for all repeats together, stopping and judging included: a "
                          "pr still running 40 s before it is stopped and judged from the "
@@ -657,7 +674,7 @@ def main() -> None:
     end = None if args.limit_s is None else time.monotonic() + args.limit_s
     with tempfile.TemporaryDirectory(prefix="verdict-quality-") as tmp:
         repo = make_inject_repo(Path(tmp), suites, inject=not args.aa_only,
-                                training=args.training)
+                                training=args.training, copies=args.copies)
         # one task a run: the report keys its rows by model name (a GPU pr measures both by
         # default)
         args.extra = [*args.extra, "--task", "training" if args.training else "inference"]

@@ -91,3 +91,24 @@ def test_a_run_without_more_than_three_pairs_is_refused(tmp_path: Path):
     three = {m: (b[:3], h[:3]) for m, (b, h) in CASES.items()}
     with pytest.raises(SystemExit, match="--cold-follow-up-check"):
         vq.as_pr(_run(three), tmp_path, 3)
+
+
+def test_copies_of_the_backward_change_are_models_of_their_own_counted_as_injected(
+        tmp_path: Path):
+    import importlib.util
+    import subprocess
+
+    from compilewatch.suites.registry import models_of
+
+    repo = vq.make_inject_repo(tmp_path, ["micro"], training=True, copies=3)
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "head"], check=True)
+    spec = importlib.util.spec_from_file_location("vq_inject_copies", repo / "inject.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    models = models_of("vq_inject_copies")
+    assert {"backward_heavy", "backward_heavy_copy2", "backward_heavy_copy3",
+            "saved_more"} == set(models)
+    assert models["backward_heavy_copy3"].tasks == ("training",)
+    assert module.HEAD is True
+    assert [vq.kind(n) for n in models] == ["backward_heavy"] * 3 + ["saved_more"]
+    assert vq.kind("linear32") == "linear32"
