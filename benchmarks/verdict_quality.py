@@ -343,7 +343,7 @@ def scaled_cold(run: dict, out: Path, factor: float, first: int | None = None
     untouched = set()
     for r in head["results"]:
         c = r.get("compile") or {}
-        if r["model"] in CHANGED or r["model"] not in judgeable or not c.get("cold_s") \
+        if kind(r["model"]) in CHANGED or r["model"] not in judgeable or not c.get("cold_s") \
                 or len(c.get("cold_samples_s") or []) < 2:
             continue  # one sample a side is shown, never judged: not a miss
         untouched.add(r["model"])
@@ -589,7 +589,7 @@ def cold_pairs(run: dict) -> str:
     for r in run["base"]["results"]:
         model = r["model"]
         b, h = _colds(run, model, "base"), _colds(run, model, "head")
-        if model in CHANGED or len(b) < 2 or len(b) != len(h) or min(b + h) <= 0:
+        if kind(model) in CHANGED or len(b) < 2 or len(b) != len(h) or min(b + h) <= 0:
             continue
         logs = [math.log(y / x) for x, y in zip(b, h, strict=True)]
         shifts.append(abs(statistics.fmean(logs)))
