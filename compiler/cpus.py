@@ -168,10 +168,18 @@ def timing_cores(cores: Iterable[int], n: int, topology: Path = TOPOLOGY) -> tup
 
 
 def per_lane(pinned: Sequence[int], lanes: int) -> list[tuple[int, ...]]:
-    """``pinned`` cut into one equal share for each timing lane, in order; every lane gets all
-    of them where there are fewer cores than lanes (the caller says so)."""
+    """``pinned`` cut into one share for each timing lane, in order, the first lanes a core more
+    where they do not divide evenly (a core left out would be kept from compiles and time
+    nothing; a model's processes of both sides time in one lane, so lanes of unequal size
+    never meet in one comparison); every lane gets all of them where there are fewer cores
+    than lanes (the caller says so)."""
     pinned = tuple(pinned)
     if lanes <= 1 or len(pinned) < lanes:
         return [pinned] * max(lanes, 1)
-    size = len(pinned) // lanes
-    return [pinned[i * size:(i + 1) * size] for i in range(lanes)]
+    size, more = divmod(len(pinned), lanes)
+    out, at = [], 0
+    for i in range(lanes):
+        n = size + (i < more)
+        out.append(pinned[at:at + n])
+        at += n
+    return out

@@ -158,7 +158,8 @@ def test_each_timing_lane_gets_a_physical_core_of_its_own(tmp_path: Path) -> Non
 @pytest.mark.parametrize(("pinned", "lanes", "want"), [
     ((14, 15), 2, [(14,), (15,)]),
     ((12, 13, 14, 15), 2, [(12, 13), (14, 15)]),
-    ((13, 14, 15), 2, [(13,), (14,)]),  # equal shares: the odd one left out
+    ((13, 14, 15), 2, [(13, 14), (15,)]),  # the first lane takes the odd one
+    ((10, 11, 12, 13, 14), 3, [(10, 11), (12, 13), (14,)]),
     ((15,), 2, [(15,), (15,)]),  # fewer cores than lanes: shared (the loop says so)
     ((15,), 1, [(15,)]),
     ((), 3, [(), (), ()]),

@@ -301,6 +301,27 @@ def test_each_gpu_lane_times_on_cores_of_its_own(tmp_path: Path,
     assert any("2 GPU timing lanes share the timing cores [15]" in n for n in notes), notes
 
 
+def test_timing_cores_that_take_every_core_are_said(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the timing lanes' cores are all the run may use, compiles run on them too (there
+    is nowhere else): the run says so rather than leaving the timing silently shared."""
+    from compilewatch.compiler import cpus
+
+    def run(available: set[int]) -> list[str]:
+        monkeypatch.setattr(cpus, "available", lambda: set(available))
+        _fake(monkeypatch, output=_Lanes(sleep_s=0.0))
+        notes: list[str] = []
+        opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=1,
+                          pin_cpus=(14, 15))
+        measure_jobs([SideJobs("run", _many(tmp_path, 2), opts)],
+                     LoopSettings(isolation="spawn", overlap=True, gpus=(0, 1)),
+                     on_event=lambda e: notes.append(e.text) if e.kind == "note" else None)
+        return [n for n in notes if "are every core this run may use" in n]
+
+    assert run({14, 15}) and "[14, 15]" in run({14, 15})[0]
+    assert run({0, 1, 14, 15}) == []
+
+
 def test_a_models_gpu_is_where_it_times_first_not_where_it_compiled(jobs: list[Job]) -> None:
     """A cold compile runs on the GPU running the fewest processes and binds its model to
     nothing: the model's GPU is chosen when its first timing process starts, the lane with
