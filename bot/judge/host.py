@@ -116,13 +116,15 @@ def lanes_note(check: HostCheck | None, paired: bool = True) -> str | None:
     """Where a run of several GPUs timed: its lanes, and each GPU the preflight left out.
     ``paired``: the run measured base and head together (a ``pr`` and its sides), so a
     model's processes of both sides shared its GPU; a ``run`` or ``nightly`` times each
-    model on the GPU its name picks."""
+    model on the GPU its name picks (a ``calibrate`` of several sides, each model's processes
+    of every side on one GPU, the least busy)."""
     if check is None or len(check.gpus) < 2:
         return None
     kept = [g for g in check.gpus if not g.left_out]
     out = [g for g in check.gpus if g.left_out]
-    how = "a model's processes of both sides on one GPU" if paired else \
-        "each model's processes on the one GPU its name picks"
+    how = "a model's processes of both sides on one GPU" if paired else (
+        "each model's processes on one GPU: the one its name picks where a run measured one "
+        "side")
     text = f"timed on GPUs {', '.join(str(g.index) for g in kept)}, one timing lane each ({how})"
     if out and kept:
         low, high = min(g.spread for g in kept), max(g.spread for g in kept)
@@ -133,8 +135,10 @@ def lanes_note(check: HostCheck | None, paired: bool = True) -> str | None:
 
 
 def lanes_notes(base: RunResults, head: RunResults) -> list[str]:
-    """``lanes_note`` of a comparison: once where both sides share one preflight."""
+    """``lanes_note`` of a comparison: once where both sides share one preflight (a ``pr``);
+    else each side's, as its own run timed (two ``run`` results compared: each model on the
+    GPU its name picked, not both sides on one)."""
     if base.host == head.host:
-        return [n for n in [lanes_note(base.host)] if n]
+        return [n for n in [lanes_note(base.host, paired=base.settings.side is not None)] if n]
     return [f"{side}: {n}" for side, run in (("base", base), ("head", head))
-            if (n := lanes_note(run.host))]
+            if (n := lanes_note(run.host, paired=run.settings.side is not None))]

@@ -15,7 +15,7 @@ import pytest
 from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.host import HostNoise, host_noise, of_check, steady_state_units
 from compilewatch.bot.judge.verdicts import compare
-from compilewatch.core.schema import Config, HostCheck
+from compilewatch.core.schema import Config, HostCheck, RunResults
 from tests.factories import model_result, run_results
 
 GPU_BOUND = {"processes": 3, "process_spread": 0.007, "spread": 0.01, "launch_bound": False}
@@ -161,11 +161,15 @@ def test_a_run_of_several_gpus_names_its_lanes_and_the_gpu_it_left_out() -> None
     lanes = HostCheck(cpu_spread=0.05, gpu_spread=0.012, gpus=[
         GpuSpread(index=0, spread=0.01), GpuSpread(index=1, spread=0.09, left_out=True),
         GpuSpread(index=2, spread=0.012)])
+    def side(run: RunResults, name: str | None) -> RunResults:
+        return run.model_copy(update={"settings": run.settings.model_copy(
+            update={"side": name})})
+
     base = run_results([model_result("m", seed=1)], run_id="base-run-0001").model_copy(
         update={"host": lanes})
     head = run_results([model_result("m", seed=2)], run_id="head-run-0001").model_copy(
         update={"host": lanes})
-    c = compare(base, head)
+    c = compare(side(base, "base"), side(head, "head"))  # a pr: one preflight, both sides
     said = ("timed on GPUs 0, 2, one timing lane each (a model's processes of both sides on one "
             "GPU); GPU 1 left out of timing: its preflight spread 9.0% against 1.0%-1.2% on "
             "the others")
@@ -176,8 +180,13 @@ def test_a_run_of_several_gpus_names_its_lanes_and_the_gpu_it_left_out() -> None
     side = head.model_copy(update={"settings": head.settings.model_copy(update={"side": "head"})})
     assert said in html_lib.unescape(render_run_html(side))
     alone = said.replace("a model's processes of both sides on one GPU",
-                         "each model's processes on the one GPU its name picks")
+                         "each model's processes on one GPU: the one its name picks where "
+                         "a run measured one side")
     assert alone in html_lib.unescape(render_run_html(head))
+    # two runs compared (each its own preflight): each side's lanes as that run timed them
+    other = lanes.model_copy(update={"cpu_spread": 0.04})
+    runs = compare(base, head.model_copy(update={"host": other}))
+    assert [n for n in runs.notes if "timing lane" in n] == [f"base: {alone}", f"head: {alone}"]
     one = HostCheck(cpu_spread=0.05, gpu_spread=0.01)
     plain = compare(base.model_copy(update={"host": one}), head.model_copy(update={"host": one}))
     assert not [n for n in plain.notes if "timing lane" in n]
