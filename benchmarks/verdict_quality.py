@@ -666,6 +666,9 @@ def main() -> None:
                          "follow-up settles. With --judge: judge stored 6-pair runs so.")
     ap.add_argument("extra", nargs="*", help="More `compilewatch pr` arguments (after --).")
     args = ap.parse_args()
+    if args.copies < 1 or (args.copies > 1 and (not args.training or args.aa_only)):
+        ap.error("--copies is 1 or more, and more than 1 copies the training step's injected "
+                 "backward change: it needs --training without --aa-only")
     first = FIRST_COLD if args.cold_follow_up_check else None
     if args.judge:
         rejudge(args.judge, first)
