@@ -69,11 +69,15 @@ def pin_all(pinned: Iterable[int]) -> None:
             os.sched_setaffinity(tid, pinned)
 
 
+def left(pinned: Iterable[int], topology: Path = TOPOLOGY) -> set[int]:
+    """The cores this process may use that the timing cores ``pinned`` do not reserve."""
+    return available() - reserved(pinned, topology)
+
+
 def others(pinned: Iterable[int], topology: Path = TOPOLOGY) -> tuple[int, ...]:
-    """The cores left for compiles (all of them when nothing would be left)."""
-    cpus = available()
-    rest = cpus - reserved(pinned, topology)
-    return tuple(sorted(rest or cpus))
+    """The cores left for compiles (all of them when nothing would be left: ``left`` empty,
+    which the loop says)."""
+    return tuple(sorted(left(pinned, topology) or available()))
 
 
 @contextlib.contextmanager

@@ -361,7 +361,7 @@ def measure_jobs(sides: Sequence[SideJobs], settings: LoopSettings = LoopSetting
     if pinned and lanes > 1 and len(pinned) < lanes:
         note(f"the {lanes} GPU timing lanes share the timing cores {pinned}: fewer cores than "
              "lanes, so one GPU's timing can slow another's on a launch-bound model")
-    if pinned and not cpus.available() - cpus.reserved(pinned):
+    if pinned and not cpus.left(pinned):
         note(f"the timing cores {pinned} (with their hyperthread siblings) are every core this "
              "run may use: compiles run on them too, beside the timing processes, and a "
              "launch-bound model's time waits on them; name fewer with --pin-cpus or time on "

@@ -21,6 +21,12 @@ def ident_of(suite: str, model: str, slug: str) -> str:
     return f"{suite}/{model}/{slug}"
 
 
+def parts_of(ident: str) -> tuple[str, str, str]:
+    """``ident_of``'s (suite, model, slug) back (a slug has no "/")."""
+    suite, model, slug = ident.rsplit("/", 2)
+    return suite, model, slug
+
+
 def model_durations(db: Database, *, fingerprint: str | None = None,
                     exclude_group: str | None = None, recent: int = RECENT) -> dict[str, float]:
     """``suite/model/config`` -> the median ``duration_s`` of its newest ``recent`` stored

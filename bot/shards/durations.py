@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from compilewatch.bot.shards.select import file_durations, stored_durations
 from compilewatch.compiler.lanes import Ident
 from compilewatch.core.errors import DatabaseError
+from compilewatch.db.durations import parts_of
 
 
 def loop_durations(files: Sequence[str], db_url: str | None, fingerprint: str
@@ -33,8 +34,4 @@ def durations_of(db_url: str | None, fingerprint: str) -> dict[Ident, float]:
 
 
 def _idents(by_name: dict[str, float]) -> dict[Ident, float]:
-    out: dict[Ident, float] = {}
-    for key, seconds in by_name.items():
-        suite, model, slug = key.rsplit("/", 2)  # db.durations.ident_of: a slug has no "/"
-        out[(suite, model, slug)] = seconds
-    return out
+    return {parts_of(key): seconds for key, seconds in by_name.items()}

@@ -77,3 +77,10 @@ def test_sixteen_shards_ingest_at_once(pg_url: str, db_url: str, tmp_path: Path,
             again = pool.map(_ingest, [(db_url, f) for f in files[:4] * 2])
         assert again == [False] * 8
         assert counts(db) == n
+
+
+def test_a_plan_name_reads_back_as_its_suite_model_and_config() -> None:
+    from compilewatch.db.durations import ident_of, parts_of
+
+    parts = ("models.vision", "vit_b-16", "cuda-max-autotune-bfloat16-auto-training")
+    assert parts_of(ident_of(*parts)) == parts
