@@ -203,7 +203,7 @@ def backward_heavy(ctx: BuildContext):
     return Net(), (torch.randn(rows, dim),)
 
 
-for _copy in range(2, {copies} + 1):  # --copies: more independent samples of one change a pr
+for _copy in range(2, {copies} + 1):  # --copies: more samples of one change in one pr
     model(f"backward_heavy_copy{_copy}", tags=("gpu-bound", "backward-only"),
           tasks=("training",), optimizer="sgd")(backward_heavy)
 

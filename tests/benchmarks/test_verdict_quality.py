@@ -87,6 +87,12 @@ def test_the_scaled_check_meets_the_follow_up(tmp_path: Path):
     assert vq.scaled_cold(three, tmp_path / "three", 1.2) == (1, 2, 1)
 
 
+def test_a_copy_of_an_injected_change_is_not_an_untouched_model_of_the_scaled_check(
+        tmp_path: Path):
+    run = _run({"flat": CASES["flat"], "backward_heavy_copy2": CASES["flat"]})
+    assert vq.scaled_cold(run, tmp_path / "copies", 1.2)[1] == 1  # "flat" alone
+
+
 def test_a_run_without_more_than_three_pairs_is_refused(tmp_path: Path):
     three = {m: (b[:3], h[:3]) for m, (b, h) in CASES.items()}
     with pytest.raises(SystemExit, match="--cold-follow-up-check"):
