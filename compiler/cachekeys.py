@@ -203,14 +203,20 @@ def summarise(components: Mapping[str, str], values: Mapping[str, str],
     return kept, {k: v for k, v in blocked_vals.items() if k in kept}
 
 
+BYPASS_REASON_CHARS = 1000
+
+
 def lookup(kind: str, key: str | None, lines: Iterable[str], state: str,
-           phase: str) -> dict[str, Any]:
+           phase: str, bypass_reason: Any = None) -> dict[str, Any]:
     """One ``CacheKey`` (as a dict)."""
     comps, values = summarise(*parse_debug_lines(lines))
     state = state if state in STATES else "unknown"
+    reason = None
+    if state == "bypass" and bypass_reason:
+        reason = str(bypass_reason).replace("\x00", "").strip()[:BYPASS_REASON_CHARS] or None
     return {"key": _safe_hash(str(key)) if key else "unkeyed", "components": comps,
             "values": values, "hit": {"hit": True, "miss": False}.get(state), "state": state,
-            "phase": phase}
+            "phase": phase, "bypass_reason": reason}
 
 
 @dataclass
@@ -241,7 +247,8 @@ def from_trace(events: Iterable[Event], phase: str) -> TraceLookups:
             out.tally[f"{kind}_{state}"] += 1
         if state == "bypass" and p.get("cache_bypass_reason"):
             out.notes.append(f"{kind} cache bypassed: {str(p['cache_bypass_reason'])[:500]}")
-        entry = lookup(kind, p.get("key"), p.get("components") or [], state, phase)
+        entry = lookup(kind, p.get("key"), p.get("components") or [], state, phase,
+                       p.get("cache_bypass_reason"))
         if (kind, entry["key"]) in seen and entry["key"] != "unkeyed":
             continue  # the same graph looked up again (a recompile to an equal graph)
         seen.add((kind, entry["key"]))

@@ -352,6 +352,9 @@ class CacheKey(_Model):
     hit: bool | None = None
     state: Literal["hit", "miss", "bypass", "unknown"] = "unknown"
     phase: Literal["cold", "warm", "warm_start"] = "cold"
+    # torch's own reason where the lookup bypassed the cache (the graph is not keyed, so every
+    # process compiles it from scratch: a warm start costs a cold compile)
+    bypass_reason: Text | None = None
 
 
 class CacheCounters(_Model):

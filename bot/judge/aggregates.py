@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from compilewatch.bot.judge.cachediff import collapse
+from compilewatch.bot.judge.cachediff import BYPASS, collapse
 from compilewatch.bot.judge.comparison import Aggregates, CacheSummary, ModelRow
 from compilewatch.core.estimates import geomean
 
@@ -47,13 +47,16 @@ def aggregates(rows: list[ModelRow]) -> Aggregates:
 def cache_summary(rows: list[ModelRow]) -> CacheSummary:
     """Which cache-key components changed, and in how many models."""
     counts: Counter[str] = Counter()
+    keyed = {id(r): [c for c in r.cache_changes if c.status not in BYPASS] for r in rows}
     for r in rows:
         names: set[str] = set()
-        for c in r.cache_changes:
+        for c in keyed[id(r)]:
             if c.status != "changed":
                 names.add(f"graph {c.status}")
             names.update(collapse([*c.changed, *c.added, *c.removed], counted=False))
         counts.update(names)
-    return CacheSummary(models_with_changes=sum(bool(r.cache_changes) for r in rows),
+    return CacheSummary(models_with_changes=sum(bool(keyed[id(r)]) for r in rows),
                         models_compared=sum(r.ran_both for r in rows),
+                        models_bypassed=sum(any(c.status == "bypassed" for c in r.cache_changes)
+                                            for r in rows),
                         components=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from compilewatch.bot.judge.comparison import GraphKeyChange
 from compilewatch.core.schema import Cache, CacheKey
 
+BYPASS = ("bypassed", "cached again")  # statuses of a graph keyed on one side only
 COLLAPSE_AT = 4  # more changed names than this in one family are shown as one entry
 READABLE = 160  # longer values are left to their hashes
 MAX_VALUES = 32  # value pairs kept per changed graph
@@ -70,10 +71,22 @@ def _pair(base: list[CacheKey], head: list[CacheKey]) -> list[tuple[int | None, 
     return pairs
 
 
+def _bypassed(k: CacheKey) -> bool:
+    return k.state == "bypass"
+
+
 def _diff(kind: str, b: CacheKey | None, h: CacheKey | None, index: int) -> GraphKeyChange:
     if b is None or h is None:
         return GraphKeyChange(kind=kind, index=index, status="added" if b is None else "removed",
                               base_key=b.key if b else None, head_key=h.key if h else None)
+    if _bypassed(b) != _bypassed(h):
+        # a graph that is not keyed has no components to compare: "not keyed (bypassed)",
+        # never every component of the keyed side as gone
+        bypassed = h if _bypassed(h) else b
+        return GraphKeyChange(
+            kind=kind, index=index, status="bypassed" if _bypassed(h) else "cached again",
+            base_key=None if _bypassed(b) else b.key, head_key=None if _bypassed(h) else h.key,
+            reason=bypassed.bypass_reason or "torch gave no reason")
     changed = sorted(n for n in b.components.keys() & h.components.keys()
                      if b.components[n] != h.components[n])
     added = sorted(h.components.keys() - b.components.keys())
@@ -106,7 +119,8 @@ def diff_cache(base: Cache, head: Cache) -> list[GraphKeyChange]:
         for i, j in _pair(b, h):
             bk = b[i] if i is not None else None
             hk = h[j] if j is not None else None
-            if bk is not None and hk is not None and bk.key == hk.key:
+            if bk is not None and hk is not None and (
+                    bk.key == hk.key or (_bypassed(bk) and _bypassed(hk))):
                 continue
             out.append(_diff(kind, bk, hk, j if j is not None else i or 0))
     return sorted(out, key=lambda c: (c.kind != "fx", c.index))

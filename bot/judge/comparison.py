@@ -75,7 +75,10 @@ class GraphKeyChange(_Data):
 
     kind: Literal["fx", "aot"]
     index: int  # position among the head's (or, when removed, the base's) graphs of this kind
-    status: Literal["changed", "added", "removed"]
+    # "bypassed": keyed on base, not keyed on head (the cache was bypassed: every process
+    # compiles the graph from scratch); "cached again": the other way round
+    status: Literal["changed", "added", "removed", "bypassed", "cached again"]
+    reason: str | None = None  # torch's reason for the bypass
     base_key: str | None = None
     head_key: str | None = None
     changed: list[str] = Field(default_factory=list)
@@ -205,6 +208,7 @@ class CacheSummary(_Data):
 
     models_with_changes: int = 0
     models_compared: int = 0
+    models_bypassed: int = 0  # a graph keyed on base is not keyed on head (cache bypassed)
     components: dict[str, int] = Field(default_factory=dict)  # collapsed name -> models
 
 

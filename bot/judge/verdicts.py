@@ -20,6 +20,7 @@ from compilewatch.bot.judge.comparison import (
     Comparison,
     CountDelta,
     Delta,
+    GraphKeyChange,
     Headline,
     ModelRef,
     ModelRow,
@@ -460,11 +461,12 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
     first = _point(b.compile.first_output_s, h.compile.first_output_s, None, judge) \
         if both else None
     acc = _accuracy(b, h, exp.accuracy, t.accuracy)
+    keys = diff_cache(b.cache, h.cache) if both else []
     judged = {"compiled time": compiled, "cold compile": cold, "warm compile": warm,
               "peak memory": memory, "peak memory (forward+backward)": fwd_bwd,
               "graph breaks": gb, "recompiles": rc, "accuracy": acc}
     present = [d for d in judged.values() if d is not None]
-    verdict = _overall([d.verdict for d in present])
+    verdict = _overall([d.verdict for d in present] + [_bypass_verdict(keys)])
     if verdict is Verdict.UNCHANGED and not _ran(b) and not _ran(h) and acc.expected is None:
         # no number on either side: "unchanged" would claim a comparison that never happened
         verdict = Verdict.FAILING
@@ -481,13 +483,22 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         speedup=speedup, cold_compile=cold, warm_compile=warm, warm_start=warm_start,
         first_output=first,
         memory=memory, fwd_bwd_memory=fwd_bwd, graph_breaks=gb, recompiles=rc, accuracy=acc,
-        cache_changes=diff_cache(b.cache, h.cache) if both else [], notes=notes,
+        cache_changes=keys, notes=notes,
         gating_findings=[name for name, d in judged.items() if d is not None and d.gating],
         timing_skipped=(h.timing_skipped or b.timing_skipped) if both else None,
         launch_bound=(b.latency.launch_bound or h.latency.launch_bound)
         if b.latency and h.latency else None,
         diagnostics=_diagnostics(b, h),
     )
+
+
+def _bypass_verdict(keys: list[GraphKeyChange]) -> Verdict | None:
+    """A graph that head no longer keys is a regression users pay on every warm start (no
+    noise to judge: the cache either keys it or not); one keyed again, an improvement."""
+    statuses = {k.status for k in keys}
+    if "bypassed" in statuses:
+        return Verdict.REGRESSION
+    return Verdict.IMPROVEMENT if "cached again" in statuses else None
 
 
 def _training_setup(b: ModelResult, h: ModelResult) -> list[str]:

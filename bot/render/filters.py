@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
-from compilewatch.bot.judge.cachediff import collapse
+from compilewatch.bot.judge.cachediff import BYPASS, collapse
 from compilewatch.bot.judge.comparison import (
     Comparison,
     CountDelta,
@@ -111,7 +111,7 @@ def cache_items(changes: list[GraphKeyChange]) -> list[str]:
     """The components that changed, with base -> head values where readable. Graphs added or
     removed are not components: ``cache_label`` counts them."""
     items: list[str] = []
-    for c in changes:
+    for c in key_changes(changes):
         if c.status != "changed":
             continue
         for n in c.summary or ["(components not recorded)"]:
@@ -120,6 +120,48 @@ def cache_items(changes: list[GraphKeyChange]) -> list[str]:
             if text not in items:
                 items.append(text)
     return items
+
+
+CACHE_NAMES = {"fx": "FX graph cache", "aot": "AOTAutograd cache"}
+BYPASS_COST = {
+    "fx": "not keyed: Inductor compiles them from scratch in every process, so a warm start "
+          "costs a cold compile",
+    "aot": "not keyed: AOTAutograd traces and partitions them again in every process (Inductor "
+           "may still find its own graphs in the FX cache)",
+}
+
+
+def key_changes(changes: list[GraphKeyChange]) -> list[GraphKeyChange]:
+    """The graphs whose keys differ; a bypass is a finding of its own (``bypass_reasons``)."""
+    return [c for c in changes if c.status not in BYPASS]
+
+
+def bypass_reasons(row: ModelRow) -> list[Reason]:
+    """One reason per cache and direction: "FX graph cache bypassed on head", with what it
+    costs (a warm start compiles from scratch, the warm compile's numbers) and torch's
+    reasons as items."""
+    out: list[Reason] = []
+    for status, side in BYPASS_SIDES:
+        for kind, name in CACHE_NAMES.items():
+            found = [c for c in row.cache_changes if c.status == status and c.kind == kind]
+            if not found:
+                continue
+            graphs = f"{len(found)} graph{'s' * (len(found) != 1)}"
+            cost = (" ".join([BYPASS_COST[kind], _warm(row.warm_compile)]).strip()
+                    if status == "bypassed" else "keyed again: a warm start can load them")
+            out.append(Reason(Markup(f"{name} {side} ({graphs}): {cost}"),
+                              list(dict.fromkeys(c.reason or "" for c in found)),
+                              kind="bypass", items_label="torch's reason"))
+    return out
+
+
+BYPASS_SIDES = (("bypassed", "bypassed on head"), ("cached again", "no longer bypassed"))
+
+
+def _warm(d: Delta | None) -> str:
+    if d is None or d.base is None or d.head is None:
+        return ""
+    return f"(warm compile {d.base:.2f} s → {d.head:.2f} s)"
 
 
 def cache_label(changes: list[GraphKeyChange]) -> Markup:
@@ -146,8 +188,10 @@ def reasons(row: ModelRow) -> list[Reason]:
             _count("recompiles", row.recompiles), _metric("cold compile", row.cold_compile),
             _metric("warm compile", row.warm_compile), _metric("peak memory", row.memory),
             _metric(FWD_BWD, row.fwd_bwd_memory)]
-    if row.cache_changes:
-        out.append(Reason(cache_label(row.cache_changes), cache_items(row.cache_changes),
+    out += bypass_reasons(row)
+    keys = key_changes(row.cache_changes)
+    if keys:
+        out.append(Reason(cache_label(keys), cache_items(keys),
                           kind="cache", items_label="components"))
     return [r for r in out if r is not None]
 
@@ -223,6 +267,7 @@ def row_count(c: Comparison) -> int:
 FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
            "rate": rate, "label": label, "icon": icon, "band": band}
 GLOBALS = {"reasons": reasons, "detailed": detailed, "gating": gating,
+           "key_changes": key_changes,
            "verdict_label": verdict_label, "gating_findings": gating_findings,
            "input_runs": input_runs, "collapse": collapse,
            **FILTERS}

@@ -417,6 +417,7 @@ def test_trace_lookups_agree_with_the_counters_or_say_so():
         ev("fx_graph_cache_bypass", cache_state="bypass", cache_bypass_reason="freezing"),
     ], "cold")
     assert [(k["key"], k["state"]) for k in got.fx] == [("fkey", "miss"), ("unkeyed", "bypass")]
+    assert [k["bypass_reason"] for k in got.fx] == [None, "freezing"]  # kept on the lookup
     assert got.notes == ["aot cache key components not in torch's trace",
                          "fx cache bypassed: freezing"]
     counts = dict.fromkeys(cachekeys._COUNTERS, 0) | {"fx_miss": 1, "aot_miss": 1}

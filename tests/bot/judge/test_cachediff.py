@@ -66,3 +66,25 @@ def test_changed_components_carry_their_readable_values_and_graphs_added_are_not
     assert str(cache_label([changed, added])) == "cache: 1 key changed, 1 graph added"
     long = CacheKey(key="fd", components={"gm": "g3"}, values={"gm": "x" * 500})
     assert "gm" not in diff_cache(Cache(fx=[b]), Cache(fx=[long]))[0].values  # too long
+
+
+def _bypassed(reason: str = "Can't cache HigherOrderOperator: cond") -> CacheKey:
+    return CacheKey(key="unkeyed", state="bypass", bypass_reason=reason)
+
+
+def test_a_graph_head_no_longer_keys_is_bypassed_with_torch_s_reason_not_its_components_gone():
+    (ch,) = diff_cache(Cache(fx=[cache_key(_g())]), Cache(fx=[_bypassed()]))
+    assert ch.status == "bypassed" and ch.reason == "Can't cache HigherOrderOperator: cond"
+    assert ch.removed == [] and ch.changed == [] and ch.head_key is None
+    (back,) = diff_cache(Cache(fx=[_bypassed()]), Cache(fx=[cache_key(_g())]))
+    assert back.status == "cached again" and back.base_key is None
+
+
+def test_a_graph_bypassed_on_both_sides_is_no_change_whatever_its_reason():
+    assert diff_cache(Cache(aot=[_bypassed("a")]), Cache(aot=[_bypassed("b")])) == []
+
+
+def test_a_bypass_without_a_reason_says_torch_gave_none():
+    (ch,) = diff_cache(Cache(aot=[cache_key(_g(), kind="aot")]),
+                       Cache(aot=[CacheKey(key="unkeyed", state="bypass")]))
+    assert ch.kind == "aot" and ch.reason == "torch gave no reason"

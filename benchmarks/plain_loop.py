@@ -1,0 +1,388 @@
+"""An independent check of compilewatch's step time and peak memory: a plain training (or
+inference) loop of a suite's model, timed without the harness, in processes of its own, for
+both sides of a commit pair, printed beside what the bot measured for the same pair.
+Numbers in docs/verdict-quality.md ("Training against a plain loop").
+
+    python benchmarks/plain_loop.py --repo R --base main --head manual --model gpt \\
+        --task training --device cuda --processes 2 --bot OUT/comparison.json
+
+Each process builds the model from the side's own checkout (its suite file, from
+``[tool.compilewatch] suites`` or ``--suite``), compiles it with ``torch.compile``, runs ten
+steps, then times blocks of ``--steps`` back-to-back steps with CUDA events (perf_counter on a
+CPU), as a user times a training loop: no interleaved eager, no reference, no trace capture,
+no memory watch, no pinning. A training step is what compilewatch's is (zero_grad, forward
+under bf16 autocast on cuda, the model's loss, backward, Adam with ``foreach`` and
+``capturable``), with the same dropout-free train mode; the loop, the timing and the memory
+reading are this file's own. Peak memory is ``max_memory_allocated`` over one step in a process
+that holds nothing else: weights, gradients, the optimizer's state, activations and inputs.
+
+``--condition`` runs the loop under one of the harness's conditions instead, to find which of
+them moves the step (``one-step-blocks``: one step per block, synchronised, as the bot's
+20 ms blocks give for a step over 13 ms; ``interleaved``: an eager step's block between the
+compiled ones, as the bot times; ``pinned``: every thread on one core; ``loaded``: every other
+core busy; ``gc-off``: the collector off, as the bot times; ``syncs``: no timing, but how often
+one compiled step makes the host wait for the device, from torch's sync debug mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Any
+
+CONDITIONS = ("plain", "one-step-blocks", "interleaved", "pinned", "loaded", "gc-off", "syncs")
+WARMUP_STEPS = 10
+
+
+# --- the child: one process, one side ----------------------------------------------------------
+
+def _suite_model(checkout: Path, suite: str, name: str) -> Any:
+    """The model's spec from the side's own suite file, its checkout first on sys.path."""
+    import importlib.util
+
+    sys.path[:0] = [str(checkout), str(checkout / "src")]
+    path = (checkout / suite).resolve()
+    spec = importlib.util.spec_from_file_location(f"plain_loop_suite_{path.stem}", path)
+    assert spec is not None and spec.loader is not None, f"cannot import {path}"
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    sys.path.insert(0, str(path.parent))
+    spec.loader.exec_module(module)
+    from compilewatch.suites.registry import models_of
+
+    return models_of(spec.name)[name]
+
+
+def _to(obj: Any, device: str) -> Any:
+    import torch
+
+    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
+        return obj.to(device)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_to(x, device) for x in obj)
+    return obj
+
+
+def _step_fn(spec: Any, net: Any, inputs: tuple[Any, ...], task: str, device: str) -> Any:
+    """One call: a training step (the bot's definition of one), or a forward without grad."""
+    import torch
+
+    from compilewatch.compiler.training import default_loss
+
+    if task == "inference":
+        def infer() -> Any:
+            with torch.no_grad():
+                return net(*inputs)
+        return infer
+    params = [p for p in net.parameters() if p.requires_grad]
+    opt = (torch.optim.SGD(params, lr=1e-2, foreach=True) if spec.optimizer == "sgd" else
+           torch.optim.Adam(params, lr=1e-3, foreach=True, capturable=device == "cuda"))
+    loss_fn = spec.loss or default_loss
+
+    def train() -> Any:
+        opt.zero_grad(set_to_none=True)
+        with (torch.autocast(device_type=device, dtype=torch.bfloat16) if device == "cuda"
+              else contextlib.nullcontext()):
+            out = net(*inputs)
+            loss = loss_fn(out, inputs)
+        loss.backward()
+        opt.step()
+        return loss
+    return train
+
+
+def _built(args: argparse.Namespace, compiled: bool) -> Any:
+    import copy
+
+    import torch
+
+    from compilewatch.compiler.training import train_mode
+    from compilewatch.suites.registry import BuildContext
+
+    spec = _suite_model(Path(args.checkout), args.suite, args.model)
+    torch.manual_seed(0)
+    net, inputs = spec.build(BuildContext(device=args.device, dtype="float32",
+                                          large=args.device == "cuda", task=args.task))
+    net = copy.deepcopy(net).to(args.device)
+    if args.task == "training":
+        train_mode(net)
+    else:
+        net.eval()
+    inputs = _to(tuple(inputs), args.device)
+    if compiled:
+        kwargs = dict(spec.compile_kwargs)
+        mode = spec.default_mode(args.device)
+        if mode != "default":
+            kwargs.setdefault("mode", mode)
+        net = torch.compile(net, **kwargs)
+    return _step_fn(spec, net, inputs, args.task, args.device)
+
+
+def _block(fn: Any, k: int, device: str) -> tuple[float, float]:
+    """k back-to-back calls: (device seconds, host seconds spent launching them)."""
+    import torch
+
+    if device != "cuda":
+        t0 = time.perf_counter()
+        for _ in range(k):
+            fn()
+        took = time.perf_counter() - t0
+        return took, took
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    t0 = time.perf_counter()
+    for _ in range(k):
+        fn()
+    end.record()
+    host = time.perf_counter() - t0
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3, host
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def _syncs(step: Any) -> int:
+    """How many times one step made the host wait for the device (torch's sync debug mode
+    warns once per synchronising call)."""
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message).lower() for w in caught)
+
+
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    import gc
+
+    import torch
+
+    cond = args.condition
+    if cond == "pinned":
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(int(tid), {max(os.sched_getaffinity(0))})
+    step = _built(args, compiled=True)
+    eager = _built(args, compiled=False) if cond == "interleaved" else None
+    for _ in range(WARMUP_STEPS):
+        step()
+        if eager is not None:
+            eager()
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+    if cond == "syncs":
+        return {"syncs_per_step": _syncs(step) if args.device == "cuda" else None}
+    load = []
+    if cond == "loaded":
+        cores = sorted(os.sched_getaffinity(0))
+        ctx = multiprocessing.get_context("spawn")
+        load = [ctx.Process(target=_spin, args=(120.0,), daemon=True) for _ in cores[1:]]
+        for p in load:
+            p.start()
+    if cond == "gc-off":
+        gc.disable()
+    k = 1 if cond in ("one-step-blocks", "interleaved") else args.steps
+    device_s, host_s = [], []
+    try:
+        for _ in range(args.blocks):
+            if eager is not None:
+                _block(eager, k, args.device)
+            took, host = _block(step, k, args.device)
+            device_s.append(took / k)
+            host_s.append(host / k)
+    finally:
+        gc.enable()
+        for p in load:
+            p.kill()
+    peak = None
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        peak = int(torch.cuda.max_memory_allocated())
+    return {"step_ms": statistics.median(device_s) * 1e3,
+            "mean_ms": statistics.fmean(device_s) * 1e3,
+            "host_ms": statistics.median(host_s) * 1e3,
+            "host_fraction": statistics.median(
+                h / d for h, d in zip(host_s, device_s, strict=True)),
+            "peak_bytes": peak}
+
+
+# --- the parent: worktrees, processes, the table -----------------------------------------------
+
+def _suite_of(checkout: Path, given: str | None) -> str:
+    if given:
+        return given
+    data = tomllib.loads((checkout / "pyproject.toml").read_text())
+    suites = [s for s in data["tool"]["compilewatch"]["suites"] if s.endswith(".py")]
+    if not suites:
+        raise SystemExit("no suite file in [tool.compilewatch] suites: pass --suite")
+    return suites[0]
+
+
+def _worktree(repo: Path, ref: str, where: Path) -> Path:
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(where),
+                    ref], check=True, capture_output=True)
+    return where
+
+
+def _run_child(checkout: Path, args: argparse.Namespace, condition: str) -> dict[str, Any]:
+    cmd = [sys.executable, "-I", str(Path(__file__).resolve()), "--child",
+           "--checkout", str(checkout), "--suite", _suite_of(checkout, args.suite),
+           "--model", args.model, "--task", args.task, "--device", args.device,
+           "--steps", str(args.steps), "--blocks", str(args.blocks), "--condition", condition]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_CACHE")}
+    with tempfile.TemporaryDirectory(prefix="plain-loop-cache-") as cache:
+        env["TORCHINDUCTOR_CACHE_DIR"] = args.cache_dir or cache
+        done = subprocess.run(cmd, cwd=checkout, env=env, capture_output=True, text=True,
+                              timeout=args.timeout)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _bot(path: Path | None, model: str, task: str) -> dict[str, Any] | None:
+    """The bot's row for the model and task from a comparison JSON (``pr``'s or ``compare``'s)."""
+    if path is None:
+        return None
+    for row in json.loads(path.read_text()).get("rows", []):
+        training = str(row.get("config", "")).endswith("-training")
+        if row.get("model") == model and training == (task == "training"):
+            return row
+    return None
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _pct(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or a == 0 else f"{(b / a - 1) * 100:+.1f}%"
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Both sides' processes, interleaved base/head, under each condition asked."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="plain-loop-") as tmp:
+        sides = {"base": _worktree(args.repo, args.base, Path(tmp) / "base")}
+        if args.head:
+            sides["head"] = _worktree(args.repo, args.head, Path(tmp) / "head")
+        try:
+            for condition in args.condition:
+                got: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
+                for i in range(args.processes):
+                    order = list(sides) if i % 2 == 0 else list(sides)[::-1]
+                    for side in order:
+                        got[side].append(_run_child(sides[side], args, condition))
+                out[condition] = got
+        finally:
+            for where in sides.values():
+                subprocess.run(["git", "-C", str(args.repo), "worktree", "remove", "--force",
+                                str(where)], capture_output=True)
+    return out
+
+
+def table(measured: dict[str, Any], bot: dict[str, Any] | None) -> str:
+    lines = ["| condition | side | step ms (per process) | host ms | host fraction | peak MB |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for condition, sides in measured.items():
+        for side, procs in sides.items():
+            ok = [p for p in procs if "error" not in p]
+            if condition == "syncs":
+                lines.append(f"| {condition} | {side} | syncs a step: "
+                             f"{', '.join(str(p['syncs_per_step']) for p in ok)} | | | |")
+                continue
+            steps = ", ".join(f"{p['step_ms']:.2f}" for p in ok)
+            hosts = ", ".join(f"{p['host_ms']:.2f}" for p in ok)
+            fracs = ", ".join(f"{p['host_fraction']:.2f}" for p in ok)
+            peaks = ", ".join(f"{p['peak_bytes'] / 1e6:.0f}" for p in ok if p["peak_bytes"])
+            errors = "; ".join(" ".join(p["error"]) for p in procs if "error" in p)
+            lines.append(f"| {condition} | {side} | {steps}{' ' + errors if errors else ''} | "
+                         f"{hosts} | {fracs} | {peaks} |")
+        plain = {s: [p for p in procs if "error" not in p and "step_ms" in p]
+                 for s, procs in sides.items()}
+        if len(plain) == 2 and all(plain.values()):
+            b = _median([p["step_ms"] for p in plain["base"]])
+            h = _median([p["step_ms"] for p in plain["head"]])
+            pb = _median([p["peak_bytes"] for p in plain["base"] if p["peak_bytes"]])
+            ph = _median([p["peak_bytes"] for p in plain["head"] if p["peak_bytes"]])
+            lines.append(f"| {condition} | change | {_pct(b, h)} | | | {_pct(pb, ph)} |")
+    if bot is not None:
+        ct, mem = bot.get("compiled_time") or {}, bot.get("memory") or {}
+        lines += ["", "| compilewatch | base | head | change | verdict |",
+                  "| --- | --- | --- | --- | --- |",
+                  f"| compiled step, ms | {_ms(ct.get('base'))} | {_ms(ct.get('head'))} | "
+                  f"{_pct(ct.get('base'), ct.get('head'))} | {ct.get('verdict')} |",
+                  f"| peak, MB | {_mb(mem.get('base'))} | {_mb(mem.get('head'))} | "
+                  f"{_pct(mem.get('base'), mem.get('head'))} | {mem.get('verdict')} |",
+                  f"| host-bound | {bot.get('launch_bound')} | | | {bot.get('verdict')} |"]
+    return "\n".join(lines)
+
+
+def _ms(us: float | None) -> str:
+    return "-" if us is None else f"{us / 1e3:.2f}"
+
+
+def _mb(b: float | None) -> str:
+    return "-" if b is None else f"{b / 1e6:.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--checkout", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--repo", type=Path, help="the model repository (a git checkout)")
+    parser.add_argument("--base", default="main")
+    parser.add_argument("--head", help="the other side; without it, base alone")
+    parser.add_argument("--suite", help="the suite file, relative to the checkout "
+                        "(default: the first file in [tool.compilewatch] suites)")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--task", choices=("training", "inference"), default="training")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--processes", type=int, default=2, help="processes a side")
+    parser.add_argument("--steps", type=int, default=3, help="back-to-back steps a block")
+    parser.add_argument("--blocks", type=int, default=30)
+    parser.add_argument("--condition", action="append", choices=CONDITIONS,
+                        help="repeatable; default: plain")
+    parser.add_argument("--cache-dir", help="one Inductor cache for every process "
+                        "(default: an empty one each)")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--bot", type=Path, help="compilewatch's comparison JSON for the pair")
+    parser.add_argument("--json", type=Path, help="also write what was measured here")
+    args = parser.parse_args()
+    if args.child:
+        args.condition = args.condition[0] if args.condition else "plain"
+        print(json.dumps(child(args)))
+        return
+    if args.repo is None:
+        parser.error("--repo is required")
+    args.condition = args.condition or ["plain"]
+    measured = measure(args)
+    if args.json:
+        args.json.write_text(json.dumps(measured, indent=1))
+    print(table(measured, _bot(args.bot, args.model, args.task)))
+
+
+if __name__ == "__main__":
+    main()
