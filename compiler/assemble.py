@@ -73,6 +73,7 @@ def _latency(outs: Sequence[WorkerOutput]) -> tuple[dict[str, Any] | None, dict[
     compiled = [x for lat in lats for x in lat.compiled_us]
     fractions = [lat.host_fraction for lat in lats if lat.host_fraction is not None]
     host = statistics.median(fractions) if fractions else None
+    hosts = [lat.host_us for lat in lats if lat.host_us is not None]
     comp = estimates.level([lat.compiled_us for lat in lats])
     speed = estimates.level([[e / c for e, c in zip(lat.eager_us, lat.compiled_us, strict=False)
                               if c > 0] for lat in lats])
@@ -83,6 +84,7 @@ def _latency(outs: Sequence[WorkerOutput]) -> tuple[dict[str, Any] | None, dict[
             compiled), "processes": len(lats), "process_sizes": [len(x.compiled_us)
                                                                   for x in lats],
         "compiled_ci_us": _interval(comp), "host_fraction": host,
+        "compiled_host_us": statistics.median(hosts) if hosts else None,
         "launch_bound": None if host is None else host >= LAUNCH_BOUND,
         "pinned_cpus": sorted({c for lat in lats for c in lat.cpus}),
         # per process, where every process said (one that did not leaves the pairing unknown)

@@ -163,6 +163,7 @@ class LatencySample(_Frozen):
     eager_us: Floats
     compiled_us: Floats
     host_fraction: float | None = Field(None, ge=0)
+    host_us: float | None = Field(None, ge=0)  # the host's time launching one compiled call
     cpus: tuple[int, ...] = ()
     reference_us: Floats = Field(default_factory=list)  # the reference's blocks, by round
     gpu: GpuIdentity | None = None  # the GPU it timed on (cuda)

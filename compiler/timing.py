@@ -31,6 +31,7 @@ class Timed:
     timer: str
     host_fraction: float | None = None  # median launch time / GPU time of compiled blocks
     reference_us: list[float] = field(default_factory=list)  # the reference, by round
+    host_us: float | None = None  # median host time launching one compiled call (cuda)
 
 
 # time k calls of fn: (seconds on the device's clock, seconds the host spent launching them)
@@ -109,6 +110,7 @@ def time_interleaved(eager: Callable[[], Any], compiled: Callable[[], Any], devi
     compiled_us: list[float] = []
     reference_us: list[float] = []
     fractions: list[float] = []
+    hosts: list[float] = []
     order = [(eager, eager_us), (compiled, compiled_us)]
     if reference is not None:
         order.append((reference, reference_us))
@@ -118,5 +120,8 @@ def time_interleaved(eager: Callable[[], Any], compiled: Callable[[], Any], devi
             out.append(took / k * 1e6)
             if fn is compiled and took > 0:
                 fractions.append(host / took)
-    host_fraction = statistics.median(fractions) if fractions and timer == "cuda_event" else None
-    return Timed(eager_us, compiled_us, k, timer, host_fraction, reference_us)
+                hosts.append(host / k * 1e6)
+    device = timer == "cuda_event"
+    host_fraction = statistics.median(fractions) if fractions and device else None
+    host_us = statistics.median(hosts) if hosts and device else None
+    return Timed(eager_us, compiled_us, k, timer, host_fraction, reference_us, host_us)

@@ -202,6 +202,9 @@ class Latency(_Model):
                                                               max_length=1024)
     # host launch time over GPU time per block: near 1, the GPU waits for the CPU (launch-bound)
     host_fraction: float | None = Field(None, ge=0)
+    # the host's time launching one compiled call (median over the processes; cuda): beside
+    # the call's time, how much of it the GPU spent waiting for the host
+    compiled_host_us: float | None = Field(None, ge=0)
     launch_bound: bool | None = None
     pinned_cpus: list[Count32] = Field(default_factory=list, max_length=1024)
     # the reference (base's eager model, timed as a third block of each round by the timing
@@ -401,6 +404,9 @@ class Memory(_Model):
     compiled_peak_bytes: Count64 | None = None
     eager_fwd_bwd_peak_bytes: Count64 | None = None
     compiled_fwd_bwd_peak_bytes: Count64 | None = None
+    # what the measuring process held beside the compiled call (copies of the model, the
+    # other step and its optimizer state, the reference), left out of the peaks above
+    harness_bytes: Count64 | None = None
     unknown_reason: Short | None = None
 
     @property

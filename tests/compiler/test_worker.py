@@ -282,13 +282,14 @@ def test_peak_memory_leaves_out_what_the_reference_holds(monkeypatch) -> None:
     monkeypatch.setattr(worker, "peak_memory", lambda fn, device: next(peaks))
 
     class Cuda:
-        device, fn = "cuda", None
+        device, fn, inputs = "cuda", None, ()
 
         def call(self, fn):  # type: ignore[no-untyped-def]
             return None
 
-    mem = worker.measure_memory(Cuda(), None, held_bytes=3_000)  # type: ignore[arg-type]
+    mem = worker.measure_memory(Cuda(), None, ref_bytes=3_000)  # type: ignore[arg-type]
     assert (mem.eager_peak_bytes, mem.compiled_peak_bytes) == (2_000, 6_000)
+    assert mem.harness_bytes == 3_000
 
 
 @pytest.mark.slow

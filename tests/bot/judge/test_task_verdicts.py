@@ -59,3 +59,41 @@ def test_a_training_step_set_up_differently_on_the_two_sides_is_said():
     more = head.model_copy(update={"training": new.model_copy(update={"dropouts_zeroed": 3})})
     added = compare(run_results([head]), run_results([more])).rows[0]
     assert not any("training step differs" in n for n in added.notes)
+
+
+def _gpu_step(compiled_us: float, host_fraction: float, graph: str, seed: int = 0):  # type: ignore[no-untyped-def]
+    """A changed model's training step timed on a GPU, three processes a side, whose blocks
+    kept the GPU waiting for the host ``host_fraction`` of the time."""
+    cuda = Config(device="cuda", task="training")
+    r = model_result("gpt", config=cuda, compiled_us=compiled_us, eager_us=2 * compiled_us,
+                     processes=3, process_spread=0.01, seed=seed,
+                     components={"gm": graph, "torch_version": "v211"})
+    assert r.latency is not None
+    return r.model_copy(update={"latency": r.latency.model_copy(update={
+        "host_fraction": host_fraction, "compiled_host_us": compiled_us * host_fraction,
+        "launch_bound": host_fraction >= 0.8})})
+
+
+def _row(base, head):  # type: ignore[no-untyped-def]
+    [row] = compare(run_results([base]), run_results([head])).rows
+    return row
+
+
+def test_a_changed_step_that_kept_the_gpu_waiting_for_the_host_is_not_called_unchanged() -> None:
+    """The host's launches were the step's time on both sides: a heavier GPU step can hide
+    under them, so "unchanged" would be a claim the timing cannot make."""
+    row = _row(_gpu_step(16_000, 1.0, "flash"), _gpu_step(16_100, 1.0, "manual", seed=1))
+    assert row.compiled_time.verdict.value == "noisy"
+    assert "host-bound" in row.compiled_time.note and "16.00 ms" in row.compiled_time.note
+    assert "benchmarks/plain_loop.py" in row.compiled_time.note
+    assert not row.gating
+
+
+def test_a_gpu_bound_step_and_a_found_change_keep_their_verdicts() -> None:
+    gpu_bound = _row(_gpu_step(16_000, 0.4, "flash"), _gpu_step(16_050, 0.4, "manual", seed=1))
+    assert gpu_bound.compiled_time.verdict.value in ("unchanged", "within_noise")
+    found = _row(_gpu_step(16_000, 1.0, "flash"), _gpu_step(20_000, 1.0, "manual", seed=1))
+    assert found.compiled_time.verdict.value == "regression"
+    # the same code on both sides is judged per round on compiled/eager, the host cancelling
+    same = _row(_gpu_step(16_000, 1.0, "flash"), _gpu_step(16_050, 1.0, "flash", seed=1))
+    assert same.compiled_time.verdict.value != "noisy"
