@@ -114,3 +114,17 @@ def test_without_a_database_the_defaults_apply(tmp_path: Path) -> None:
     run = run_results()
     assert noise_bands(f"sqlite:///{tmp_path / 'missing.db'}", run).source == "defaults"
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_an_explicit_zero_timing_processes_stands(
+        harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--processes 0`` learns the cold compiles' bands only; it once became the default."""
+    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, output=_noisy))
+    [results], bands = calibrate_command(CalibrateRequest(
+        suites=(harness_suite,), models=("breaks",), db_url=f"sqlite:///{tmp_path / 'cw.db'}",
+        measure=MeasureOptions(rounds=5, block_ms=1.0, quiet=True, timing_processes=0,
+                               cold_processes=3)))
+    [r] = results.results
+    assert r.latency is None or r.latency.processes == 1  # only the cold process timed, if any
+    [metrics] = bands.values()
+    assert "cold_compile" in metrics and "compiled_time" not in metrics
