@@ -10,10 +10,13 @@ pyproject change to what is measured reach the models that could read them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from compilewatch.bot.cli import main
 from compilewatch.bot.measure.harness import side_code
 from compilewatch.bot.pr import Refs, changed_files
 from compilewatch.compiler.processes import Launcher
@@ -30,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@model("sized")
+@model("sized", compile_kwargs={"backend": "eager"})
 def sized():
     """Its width from a data file, where there is one."""
     path = ROOT / "data" / "sizes.json"
@@ -38,14 +41,14 @@ def sized():
     return torch.nn.Linear(n, n), (torch.randn(2, n),)
 
 
-@model("plugged")
+@model("plugged", compile_kwargs={"backend": "eager"})
 def plugged():
     """An input column per entry of plugins/: it lists the folder."""
     n = len(os.listdir(ROOT / "plugins"))
     return torch.nn.Linear(n, 1), (torch.randn(2, n),)
 
 
-@model("optional")
+@model("optional", compile_kwargs={"backend": "eager"})
 def optional():
     """The package's fast part, where it has one."""
     try:
@@ -141,3 +144,26 @@ def test_the_harness_finding_the_sides_modules_is_not_the_model_listing_folders(
 def test_a_change_reaches_only_the_models_that_could_read_it(
         case: str, scanned: tuple[Scans, dict[str, set[str]]]) -> None:
     assert scanned[1][case] == CASES[case][1]
+
+
+@pytest.mark.slow
+def test_a_pr_adding_docs_tests_and_a_data_file_measures_only_the_model_beside_the_data(
+        tmp_path: Path) -> None:
+    """``compilewatch pr`` end to end: head adds a doc beside another, a test file and a data
+    file beside the one ``sized`` reads. Only ``sized`` is compiled; the others are not
+    (their scans read nothing the change reaches)."""
+    repo = model_repo(tmp_path / "repo", ["flat"], models=MODELS, files=FILES)
+    git(repo, "checkout", "-q", "-b", "docs", "main")
+    write(repo, {"docs/new.md": "# New\n", "tests/test_more.py": "def test_more():\n    pass\n",
+                 "data/more.json": "{}"})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "docs, a test, a data file")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["pr", "--repo", str(repo), "--base", "main", "--head",
+                                       "docs", "--out", str(out), "--rounds", "3",
+                                       "--block-ms", "2", "--no-db"])
+    assert result.exit_code == 0, result.output
+    rows = {r["model"]: r for r in json.loads((out / "comparison.json").read_text())["rows"]}
+    assert {m for m, r in rows.items() if not r["compile_skipped"]} == {"sized"}
+    assert rows["sized"]["cold_compile"] is not None
+    assert all(rows[m]["verdict"] == "unchanged" for m in ALL - {"sized"})
