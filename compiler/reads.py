@@ -98,8 +98,10 @@ class Recorder:
         files = sorted({source_of(f) for f in self.files})
         sought, opaque = sorted(self.sought), self.opaque
         if len(files) > MAX_FILES or len(sought) > MAX_FILES:
+            opaque = opaque or (f"read more than {MAX_FILES} files of the checkout"
+                                if len(files) > MAX_FILES else
+                                f"looked for more than {MAX_FILES} modules in the checkout")
             files, sought = [], []
-            opaque = opaque or f"read more than {MAX_FILES} files of the checkout"
         return Reads(files=files, listed=sorted(self.listed),
                      import_listed=sorted(self.import_listed - self.listed), sought=sought,
                      home_files=len(self.home_files), opaque=opaque)
@@ -109,10 +111,13 @@ class Recorder:
         it would find there, in each folder of the checkout."""
         if not self.active:
             return
+        self.active = False  # nothing in here may re-enter
         try:
             self._add_sought(fullname.rpartition(".")[2], sys.path if path is None else path)
         except Exception:  # a hostile __path__, say: the import goes on, unknown to us
             self.opaque = self.opaque or f"where an import of {fullname} looked is unknown"
+        finally:
+            self.active = True
 
     def _add_shadows(self) -> None:
         """A module of the name of one this process loaded from anywhere, put in a folder of

@@ -169,6 +169,17 @@ OPAQUE = {
         if pid == 0:
             os.execv('/bin/true', ['true'])
         os.waitpid(pid, 0)""",
+    "an import through a __path__ that cannot be read": """
+        import types
+        class Hostile:
+            def __iter__(self):
+                raise RuntimeError('no')
+        sys.modules['hostile'] = types.ModuleType('hostile')
+        sys.modules['hostile'].__path__ = Hostile()
+        try:
+            import hostile.sub
+        except Exception:
+            pass""",
 }
 
 
