@@ -367,9 +367,7 @@ def changed_files(repo: Path, refs: Refs, trees: dict[str, Path]) -> ChangedFile
     if "pyproject.toml" not in changed.paths:
         return changed
     base, head = (measuring_settings(trees[s]) for s in SIDES)
-    differs = [k for k in base if base[k] != head[k]]
-    return dataclasses.replace(changed, settings=f"pyproject.toml changes {', '.join(differs)}"
-                               ) if differs else changed
+    return dataclasses.replace(changed, settings=frozenset(k for k in base if base[k] != head[k]))
 
 
 def _git(refs: Refs, side: SideName, repo: Path) -> dict[str, object]:

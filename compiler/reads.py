@@ -218,14 +218,15 @@ class ChangedFiles:
 
     ``modified``: files whose content changed (or mode, or a link's target); ``named``: files
     added or deleted (a rename is both); ``one_sided``: what exists on one side only (each
-    named file, and each folder above one that exists on one side only); ``settings``: why
-    the change reaches every model (it changes what is measured), or None.
+    named file, and each folder above one that exists on one side only); ``settings``: the
+    settings it changes that change what is measured (``tool.compilewatch.tasks``, say): such
+    a change reaches every model.
     """
 
     modified: frozenset[str] = frozenset()
     named: frozenset[str] = frozenset()
     one_sided: frozenset[str] = frozenset()
-    settings: str | None = None
+    settings: frozenset[str] = frozenset()
 
     @property
     def paths(self) -> frozenset[str]:

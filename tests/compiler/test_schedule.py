@@ -633,7 +633,7 @@ def test_no_scan_where_it_cannot_decide(case: str, jobs: list[Job], tmp_path: Pa
     _fake(monkeypatch, output=_scanning({}))
     suite = Path(jobs[0].suite.source).relative_to(tmp_path).as_posix()
     tasks = replace(_diff(("M", "pyproject.toml")),
-                    settings="pyproject.toml changes tool.compilewatch.tasks")
+                    settings=frozenset({"tool.compilewatch.tasks"}))
     settings = {
         "the suite file changed": LoopSettings(isolation="spawn", changed=_diff(("M", suite))),
         "what is measured changed": LoopSettings(isolation="spawn", changed=tasks),
