@@ -9,6 +9,7 @@ that machine drift hits both sides alike.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
 import os
@@ -35,7 +36,11 @@ from compilewatch.bot.history.noise import noise_bands_of
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.followup import asker, cold_asker
 from compilewatch.bot.judge.host import of_check
-from compilewatch.bot.judge.project import compare_with_project, load_project_config
+from compilewatch.bot.judge.project import (
+    compare_with_project,
+    load_project_config,
+    measuring_settings,
+)
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
     Measuring,
@@ -353,11 +358,16 @@ def _planned(side: SideName, future: Future[SidePlan]) -> SidePlan:
 
 
 def changed_files(repo: Path, refs: Refs, trees: dict[str, Path]) -> ChangedFiles:
-    """What the PR changed, for the loop's "reads none of it" rule."""
+    """What the PR changed, for the loop's "reads none of it" rule; a pyproject change that
+    changes what is measured (``measuring_settings``) reaches every model."""
     def on_both_sides(directory: str) -> bool:
         return all((trees[s] / directory).is_dir() for s in SIDES)
 
-    return ChangedFiles.of(gitutil.changed_paths(repo, refs.base, refs.head), on_both_sides)
+    changed = ChangedFiles.of(gitutil.changed_paths(repo, refs.base, refs.head), on_both_sides)
+    if "pyproject.toml" not in changed.paths:
+        return changed
+    base, head = (measuring_settings(trees[s]) for s in SIDES)
+    return dataclasses.replace(changed, settings=frozenset(k for k in base if base[k] != head[k]))
 
 
 def _git(refs: Refs, side: SideName, repo: Path) -> dict[str, object]:

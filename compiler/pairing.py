@@ -99,9 +99,10 @@ class Pairing:
     def scans(self, jobs: dict[str, Job]) -> bool:
         """Whether to ask first what the model reads: only with a diff between two sides in one
         environment, and not where the diff touches the suite file itself (its models all
-        read it)."""
+        read it) or changes what is measured (``ChangedFiles.settings``)."""
         r = self.rules
-        if r.changed is None or r.measure_all or not r.same_environment or len(jobs) != 2:
+        if r.changed is None or r.changed.settings or r.measure_all or not r.same_environment \
+                or len(jobs) != 2:
             return False
         for name, job in jobs.items():
             root = self.opts[name].watch_root

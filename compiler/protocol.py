@@ -183,13 +183,16 @@ Paths = Annotated[list[Text], Field(max_length=10_000)]
 
 
 class Reads(_Frozen):
-    """What a scan process read of its checkout: files (paths relative to the checkout's root)
-    and directories listed, by the model or by the import system; ``opaque`` when something
-    it did cannot be seen (a subprocess, say)."""
+    """What a scan process read of its checkout: files (paths relative to the checkout's root),
+    directories listed, by the model or by the import system, and where a module would change
+    what it imports; ``opaque`` when something it did cannot be seen (a subprocess, say)."""
 
     files: Paths = Field(default_factory=list)
     listed: Paths = Field(default_factory=list)
     import_listed: Paths = Field(default_factory=list)
+    # module paths (``pkg/mod``: a ``pkg/mod.py``, ``pkg/mod/`` or extension there) that an
+    # import looked for, or that would shadow a module it loaded from elsewhere
+    sought: Paths = Field(default_factory=list)
     home_files: int = Field(0, ge=0)  # files read from the user's own checkout instead
     opaque: Text | None = None
 

@@ -17,12 +17,11 @@ from compilewatch.compiler.reads import ChangedFiles, touched
 def by_files(base: Reads, head: Reads, changed: ChangedFiles) -> str | None:
     """Why a model is the same on both sides without measuring it, or None.
 
-    Both sides read the same files of their checkouts, and the change touches none of them
-    (nor a directory listing they read), so with the same interpreter and environment the
-    same code runs on the same data.
+    Both sides read the same files of their checkouts, listed the same folders and looked for
+    the same modules, and the change reaches none of it (``touched``), so with the same
+    interpreter and environment the same code runs on the same data.
     """
-    if (base.files, base.listed, base.import_listed) != (head.files, head.listed,
-                                                         head.import_listed):
+    if _record(base) != _record(head):
         return None
     if touched(base, changed) or touched(head, changed):
         return None
@@ -35,6 +34,13 @@ def by_files(base: Reads, head: Reads, changed: ChangedFiles) -> str | None:
     return (f"unchanged by construction: the change touches {what}, and both sides run in "
             "the same environment, so the same code runs; not measured (--measure-all "
             "measures it)")
+
+
+def _record(reads: Reads) -> tuple[list[str], ...]:
+    """What must be the same on both sides. Not the import system's listings: the harness
+    lists every folder at the top of a checkout (``suites/imports.py``), so a folder on one
+    side only is listed on that side only, and where imports looked is in ``sought``."""
+    return reads.files, reads.listed, reads.sought
 
 
 def by_keys(base: WorkerOutput, head: WorkerOutput, *, same_environment: bool) -> str | None:

@@ -1,20 +1,25 @@
-"""One job measured on its own, or one artifact verified: the loop of ``compiler/schedule.py``
-for a single (model, config), for tests and benchmarks."""
+"""One job measured on its own, one artifact verified, or what models read: the loop of
+``compiler/schedule.py`` for a single (model, config), or its processes on their own, for tests
+and benchmarks."""
 
 from __future__ import annotations
 
 import sys
+import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from compilewatch.compiler import artifacts
 from compilewatch.compiler.job import JobRun, RunOptions, WarmCache
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.processes import Isolation, Launch, Launcher, worker_env
-from compilewatch.compiler.protocol import WorkerOutput, WorkerSpec
+from compilewatch.compiler.protocol import Reads, WorkerOutput, WorkerSpec
 from compilewatch.compiler.schedule import LoopSettings, OnEvent, SideJobs, measure_jobs
-from compilewatch.core.schema import ModelResult
+from compilewatch.core.schema import Config, ModelResult
+from compilewatch.suites.imports import SideCode
 
-__all__ = ["JobRun", "RunOptions", "WarmCache", "run_job", "run_job_full", "verify_artifact"]
+__all__ = ["JobRun", "RunOptions", "WarmCache", "run_job", "run_job_full", "scan_reads",
+           "verify_artifact"]
 
 
 def run_job_full(job: Job, opts: RunOptions, on_event: OnEvent = lambda _: None,
@@ -44,3 +49,20 @@ def verify_artifact(job: Job, artifact: Path, opts: RunOptions,
         output, _ = launcher.run(Launch(spec, worker_env(cache, opts.extra_env), opts.timeout_s,
                                         python, "verify"), lambda _: None)
     return output, artifacts.judge(output)
+
+
+def scan_reads(suite: str, models: Iterable[str], code: SideCode, launcher: Launcher
+               ) -> dict[str, Reads]:
+    """What each of ``models`` reads of ``code``'s checkout: a real scan process each, as
+    ``pr`` runs them before anything is compiled. Raises where a scan fails."""
+    found = {}
+    for model in models:
+        spec = WorkerSpec(suite=suite, model=model, config=Config(), phase="scan", large=False,
+                          rounds=1, block_ms=1.0, watch_root=code.root, home_root=code.home,
+                          code=code, out="", status_file="")
+        name = f"scan-{uuid.uuid4().hex[:8]}-{model}"
+        output, _ = launcher.run(Launch(spec, worker_env(launcher.workdir(name)), 120,
+                                        sys.executable, name), lambda _: None)
+        assert output.ok and output.reads is not None, output.error
+        found[model] = output.reads
+    return found

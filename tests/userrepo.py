@@ -14,6 +14,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 MODEL = '''
@@ -101,10 +102,13 @@ def _pyproject(name: str, layouts: list[str], suites: list[str], extra: str) -> 
 
 def model_repo(root: Path, layouts: list[str] | None = None, *, suite_at_root: bool = False,
                backend: str = "eager", name: str = "userproj", extra: str = "",
-               lazy: bool = False) -> Path:
+               lazy: bool = False, models: str = "", files: dict[str, str] | None = None
+               ) -> Path:
     """A repository with ``layouts``' packages and one suite (``bench/models.py``, or
     ``models.py`` at the root) whose model chains a part of each, committed as ``main``, and a
-    ``pr`` branch whose packages break the graph (one break a package). Left at ``pr``."""
+    ``pr`` branch whose packages break the graph (one break a package). Left at ``pr``.
+    ``models``: more of the suite's source, after its model; ``files``: more files on
+    ``main`` (path relative to the root -> text)."""
     layouts = layouts or ["flat", "src", "namespace"]
     root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
@@ -115,9 +119,10 @@ def model_repo(root: Path, layouts: list[str] | None = None, *, suite_at_root: b
         folder.mkdir(parents=True)
         (folder / "__init__.py").write_text("")
         (folder / "model.py").write_text(MODEL)
+    write(root, files or {})
     suite = Path("models.py") if suite_at_root else Path("bench") / "models.py"
     (root / suite).parent.mkdir(exist_ok=True)
-    (root / suite).write_text(_suite("models", layouts, backend, lazy))
+    (root / suite).write_text(_suite("models", layouts, backend, lazy) + models)
     (root / "pyproject.toml").write_text(_pyproject(name, layouts, [suite.as_posix()], extra))
     git(root, "add", "-A")
     git(root, "commit", "-qm", "a model repository")
@@ -127,6 +132,17 @@ def model_repo(root: Path, layouts: list[str] | None = None, *, suite_at_root: b
         path.write_text(path.read_text().replace(*BRANCH))
     git(root, "commit", "-qam", "a data-dependent branch in the package")
     return root
+
+
+def write(root: Path, files: Mapping[str, str | None]) -> None:
+    """Write each file (its folders too); None deletes it."""
+    for rel, text in files.items():
+        path = root / rel
+        if text is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
 def venv(path: Path) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -85,6 +86,22 @@ class ProjectConfig(BaseModel):
 
 
 KNOWN_KEYS = set(ProjectConfig.model_fields) - {"root", "distribution"}
+# The keys that change what a side measures: which suites and tasks, and where its code is
+# imported from. The others judge or vouch (thresholds, models, baseline, cache_public_keys),
+# and ``pr`` reads them from the base side only, never from the pull request's.
+MEASURING_KEYS = ("suites", "tasks", "pythonpath")
+
+
+def measuring_settings(root: Path) -> dict[str, Any]:
+    """What of ``root/pyproject.toml`` changes what is measured, as parsed values (a comment
+    or a reordering changes none): ``MEASURING_KEYS`` of ``[tool.compilewatch]`` and
+    ``[project] name`` (the installed copy a side must not import, ``suites/imports.py``).
+    A version, the dependencies, the build's or another tool's tables are not in it."""
+    path = root / "pyproject.toml"
+    data = read_pyproject(path, root)
+    table = tool_table(data, path, "compilewatch") if data else {}
+    return {**{f"tool.compilewatch.{k}": table.get(k) for k in MEASURING_KEYS},
+            "project.name": project_name(data)}
 
 
 def load_project_config(repo: str | Path = ".") -> ProjectConfig:

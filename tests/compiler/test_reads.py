@@ -115,6 +115,47 @@ def test_the_import_systems_listings_are_kept_apart(tree: tuple[Path, Path, Path
     assert "." in reads.import_listed and "." not in reads.listed
 
 
+IMPORT_LISTINGS = {
+    "the harness finding the side's modules": """
+        from compilewatch.suites.imports import SideCode, on_paths
+        on_paths(SideCode(root=root, paths=(root,)))""",
+    "a library asking a distribution's version": """
+        import importlib.metadata
+        sys.path.insert(0, root)
+        importlib.metadata.distributions(name='userproj')
+        list(importlib.metadata.distributions())""",
+}
+
+
+@pytest.mark.parametrize("kind", list(IMPORT_LISTINGS))
+def test_listings_made_to_find_modules_are_the_import_systems(
+        kind: str, tree: tuple[Path, Path, Path]) -> None:
+    """Not the model reading the folders: only a module (or metadata) an import looks for
+    there changes what runs."""
+    reads = record(tree, IMPORT_LISTINGS[kind])
+    assert "." in reads.import_listed and reads.listed == []
+
+
+def test_where_imports_looked_is_recorded(tree: tuple[Path, Path, Path]) -> None:
+    """Each name an import looked for, at each folder of the checkout it looked in (found or
+    not), and each module already loaded (json, before the recorder started): a module of its
+    name first on the path would be imported instead."""
+    reads = record(tree, """
+        sys.path.insert(0, root)
+        import pkg.mod
+        try:
+            import pkg.fast
+        except ImportError:
+            pass
+        try:
+            import not_here
+        except ImportError:
+            pass""")
+    assert {"pkg", "pkg/mod", "pkg/fast", "not_here", "json"} <= set(reads.sought)
+    assert "helper" not in reads.sought and "pkg/helper" not in reads.sought
+    assert all(not s.startswith("compilewatch_user_suite") for s in reads.sought)
+
+
 OPAQUE = {
     "a subprocess": "import subprocess; subprocess.run(['true'])",
     "os.system": "os.system('true')",
@@ -128,6 +169,17 @@ OPAQUE = {
         if pid == 0:
             os.execv('/bin/true', ['true'])
         os.waitpid(pid, 0)""",
+    "an import through a __path__ that cannot be read": """
+        import types
+        class Hostile:
+            def __iter__(self):
+                raise RuntimeError('no')
+        sys.modules['hostile'] = types.ModuleType('hostile')
+        sys.modules['hostile'].__path__ = Hostile()
+        try:
+            import hostile.sub
+        except Exception:
+            pass""",
 }
 
 
@@ -161,11 +213,15 @@ def test_changed_files_from_a_diff() -> None:
     assert changed.named == {"docs/new.md", "src/old.py", "fresh/deep/x.py"}
     # a new folder changes its parent's listing too, up to a folder both sides have
     assert changed.listings == {"docs", "src", "fresh/deep", "fresh", "."}
+    assert changed.one_sided == {"docs/new.md", "src/old.py", "fresh/deep/x.py", "fresh/deep",
+                                 "fresh"}
 
 
 def reads(files: list[str] = (), listed: list[str] = (),  # type: ignore[assignment]
-          import_listed: list[str] = ()) -> Reads:  # type: ignore[assignment]
-    return Reads(files=list(files), listed=list(listed), import_listed=list(import_listed))
+          import_listed: list[str] = (), sought: list[str] = ()  # type: ignore[assignment]
+          ) -> Reads:
+    return Reads(files=list(files), listed=list(listed), import_listed=list(import_listed),
+                 sought=list(sought))
 
 
 def diff(*entries: tuple[str, str], new: str = "") -> ChangedFiles:
@@ -184,12 +240,34 @@ TOUCHES = {
                                             diff(("A", "data/extra.json")), True),
     "a file in a folder it lists is only edited": (reads(listed=["data"]),
                                                    diff(("M", "data/extra.json")), False),
-    "a module appears where it imports from": (reads(import_listed=["."]),
-                                               diff(("A", "helper2.py")), True),
-    "a package appears where it imports from": (
-        reads(import_listed=["."]), diff(("A", "newpkg/__init__.py"), new="newpkg"), True),
-    "a text file appears where it imports from": (reads(import_listed=["."]),
+    "a module appears where an import looked for it": (
+        reads(import_listed=["."], sought=["helper2"]), diff(("A", "helper2.py")), True),
+    "a module vanishes where an import looked for it": (
+        reads(import_listed=["."], sought=["helper2"]), diff(("D", "helper2.py")), True),
+    "a module nothing looks for appears where it imports from": (
+        reads(import_listed=["."], sought=["helper"]), diff(("A", "helper2.py")), False),
+    "a package appears where an import looked for it": (
+        reads(import_listed=["."], sought=["newpkg"]),
+        diff(("A", "newpkg/__init__.py"), new="newpkg"), True),
+    "a module appears in a package under a name looked for there": (
+        reads(import_listed=["pkg"], sought=["pkg", "pkg/fast"]), diff(("A", "pkg/fast.py")),
+        True),
+    "an extension module appears where an import looked for it": (
+        reads(sought=["pkg/mod"]), diff(("A", "pkg/mod.cpython-311-x86_64-linux-gnu.so")), True),
+    "a module appears in a package it imports, under no name looked for": (
+        reads(import_listed=["pkg"], sought=["pkg", "pkg/mod"]), diff(("A", "pkg/unused.py")),
+        False),
+    "a file appears in a package that is new, inside one it imports": (
+        reads(import_listed=["pkg"], sought=["pkg", "pkg/mod"]),
+        diff(("A", "pkg/sub/__init__.py"), new="pkg/sub"), False),
+    "a text file appears where it imports from": (reads(import_listed=["."], sought=["CHANGES"]),
                                                   diff(("A", "CHANGES.md")), False),
+    "a folder of docs appears where it imports from": (
+        reads(import_listed=["."], sought=["flatgpt"]), diff(("A", "docs/a.md"), new="docs"),
+        False),
+    "distribution metadata appears where the import system searched": (
+        reads(import_listed=["."]),
+        diff(("A", "userproj-0.2.dist-info/METADATA"), new="userproj-0.2.dist-info"), True),
     "a file changes beside a data file it reads": (reads(["data/config.json"]),
                                                    diff(("M", "data/weights.safetensors")),
                                                    True),

@@ -624,14 +624,19 @@ def test_models_that_read_nothing_the_change_touches_are_not_measured(
         assert b.compile.cold_s is not None
 
 
-@pytest.mark.parametrize("case", ["the suite file changed", "measure all",
-                                  "another environment", "no diff known"])
+@pytest.mark.parametrize("case", ["the suite file changed", "what is measured changed",
+                                  "measure all", "another environment", "no diff known"])
 def test_no_scan_where_it_cannot_decide(case: str, jobs: list[Job], tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
     _fake(monkeypatch, output=_scanning({}))
     suite = Path(jobs[0].suite.source).relative_to(tmp_path).as_posix()
+    tasks = replace(_diff(("M", "pyproject.toml")),
+                    settings=frozenset({"tool.compilewatch.tasks"}))
     settings = {
         "the suite file changed": LoopSettings(isolation="spawn", changed=_diff(("M", suite))),
+        "what is measured changed": LoopSettings(isolation="spawn", changed=tasks),
         "measure all": LoopSettings(isolation="spawn", measure_all=True,
                                     changed=_diff(("M", "README.md"))),
         "another environment": LoopSettings(isolation="spawn", same_environment=False,

@@ -31,6 +31,12 @@ def test_by_files_only_when_both_sides_read_the_same_and_nothing_changed() -> No
     assert by_files(same, same, _diff("models.py")) is None
     opaque = Reads(files=["models.py"], opaque="started a subprocess")
     assert by_files(opaque, opaque, nothing) is None
+    # where imports looked is part of what both sides must share; the import system's
+    # listings are not (a folder deleted on head is listed on base only)
+    assert by_files(same, Reads(files=["models.py"], sought=["fast"]), nothing) is None
+    gone = ChangedFiles.of([("D", "docs/a.md")], lambda d: d != "docs")
+    assert by_files(Reads(files=["models.py"], import_listed=[".", "docs"]),
+                    Reads(files=["models.py"], import_listed=["."]), gone) is not None
 
 
 def _cold(**update: object) -> WorkerOutput:
