@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compilewatch.compiler import artifacts, remotestore
+from compilewatch.compiler import artifacts, remotecache, remotestore
 from compilewatch.compiler.assemble import Outputs, assemble
 from compilewatch.compiler.lanes import Kind, Task
 from compilewatch.compiler.plan import Job
@@ -361,6 +361,7 @@ class SideJob:
         elif output.accuracy is not None and output.accuracy.passed is False:
             self.outputs.notes.append("compiled from the shared compile cache, the output "
                                       f"differs from eager: {output.accuracy.reason or ''}")
+        self.outputs.notes.extend(n for n in output.notes if n.startswith(remotecache.NOTE))
         self.outputs.remote = output
 
     def stored(self, output: WorkerOutput, outbox: Path) -> WorkerOutput:

@@ -46,6 +46,7 @@ KEY = re.compile(r"^pt2:[A-Za-z0-9_.\-]{1,64}::[A-Za-z0-9_.\-]{1,256}:c[0-9]{1,6
 MAX_ENTRY_BYTES = 512 * 1024 * 1024  # Redis' own limit on one value
 OUTBOX_SUFFIX = ".entry"
 NOTES = 4  # distinct notes a process keeps about the shared cache
+NOTE = "shared compile cache: "  # how each begins
 
 
 @dataclass
@@ -100,7 +101,7 @@ class Reader:
         except Exception as e:  # redis' errors, and no redis at all: compile without it
             self._down = True
             self.tally.errors += 1
-            self.tally.note(f"the shared cache could not be read ({type(e).__name__}: "
+            self.tally.note(f"{NOTE}could not be read ({type(e).__name__}: "
                             f"{str(e)[:300]}); compiled without it")
             return None
         if blob is None:
@@ -110,7 +111,7 @@ class Reader:
             payload = remoteentries.unseal(where, bytes(blob), self.trusted)
         except remoteentries.EntryRefused as e:
             self.tally.refused += 1
-            self.tally.note(f"an entry of the shared cache was refused, not loaded: {e}")
+            self.tally.note(f"{NOTE}an entry was refused, not loaded: {e}")
             return None
         self.tally.hits += 1
         return payload
