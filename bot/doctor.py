@@ -29,8 +29,8 @@ from compilewatch.bot.github.client import (
 )
 from compilewatch.bot.measure.harness import collect_environment
 from compilewatch.bot.measure.remote import READER_ENV
-from compilewatch.compiler import remoteurl
 from compilewatch.bot.render.diagnostics import Find, find_tlparse
+from compilewatch.compiler import remoteurl
 from compilewatch.core.errors import CompilewatchError
 from compilewatch.core.schema import Environment
 

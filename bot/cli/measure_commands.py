@@ -263,6 +263,9 @@ def run_cmd(allow_empty: bool, remote_cache_write: bool, **kwargs: Any) -> None:
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
+    if remote_cache_write and kwargs["remote_cache"] is None:
+        raise click.UsageError("--remote-cache-write stores in the shared compile cache: give "
+                               "it with --remote-cache URL (or COMPILEWATCH_REMOTE_CACHE)")
     from compilewatch.bot.run import fetch_before_letting_go
 
     req = RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),

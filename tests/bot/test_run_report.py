@@ -84,8 +84,9 @@ def test_run_report_shows_which_phases_used_the_shared_cache():
 
 
 def test_the_summary_table_says_it_too():
-    from compilewatch.bot.render.run_table import summary_table
     from rich.console import Console
+
+    from compilewatch.bot.render.run_table import summary_table
 
     console = Console(width=200, record=True)
     console.print(summary_table(_shared(_run()), width=200))

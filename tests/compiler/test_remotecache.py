@@ -109,6 +109,12 @@ def test_the_commands_exit_2_on_a_bad_remote_cache(command: str, args: list[str]
     assert not (tmp_path / "o").exists()
 
 
+def test_storing_needs_a_shared_cache_to_store_in(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", "--remote-cache-write", "--out",
+                                       str(tmp_path / "r.json")], env={})
+    assert result.exit_code == 2 and "--remote-cache URL" in result.output
+
+
 # --- sealed entries --------------------------------------------------------------------------
 
 def test_an_entry_loads_only_as_its_trusted_writer_sealed_it() -> None:
