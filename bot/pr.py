@@ -252,7 +252,8 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
     # before anything runs: a credential that could let the PR's code write what trusted runs
     # read is refused here (bot/measure/remote.py)
     shared = remote_setup(req.remote_cache, runs_pr_code=True, trusted_keys=(
-        *trusted_keys(req.repo, refs.base_tip), *req.warm_cache.public_keys))
+        *(trusted_keys(req.repo, refs.base_tip) if req.remote_cache.url else ()),
+        *req.warm_cache.public_keys))
     if refs.base == refs.head and req.base_python == req.head_python:
         raise UsageError(f"base and head are the same commit ({refs.head[:12]}); pass "
                          "different --base-python and --head-python to compare interpreters")

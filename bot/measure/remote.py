@@ -112,7 +112,10 @@ def _writer(opts: RemoteCacheOptions, reader: remoteurl.Endpoint,
                          "in [tool.compilewatch] cache_public_keys")
     key = signing.load_private_key(pem)
     url = env.get(WRITER_ENV)
-    endpoint = remoteurl.parse(url) if url else reader
+    try:
+        endpoint = remoteurl.parse(url) if url else reader
+    except UsageError as e:
+        raise UsageError(f"{WRITER_ENV}: {e}") from None
     if endpoint.prefix != reader.prefix:
         raise UsageError(f"{WRITER_ENV} has prefix {endpoint.prefix!r} and --remote-cache "
                          f"{reader.prefix!r}: the remote phases would read where nothing is "

@@ -197,6 +197,35 @@ def test_a_trusted_writer_needs_its_key_and_a_credential_that_writes(acl: int) -
         setup(RemoteCacheOptions(url(acl, "pr")), trusted_keys=[], runs_pr_code=False)
 
 
+def test_the_commands_check_their_role_before_anything_runs(acl: int, tmp_path: Path) -> None:
+    """A nightly (a trusted writer) without its key, and a pr given a credential that may
+    write: exit 2, named, before a suite is listed or a worktree made."""
+    from tests.userrepo import git
+
+    out = tmp_path / "out"
+    nightly = CliRunner().invoke(main, ["nightly", "--out", str(out)],
+                                 env={"COMPILEWATCH_REMOTE_CACHE": url(acl, "pr")})
+    assert nightly.exit_code == 2 and KEY_ENV in nightly.output, nightly.output
+    bad = CliRunner().invoke(main, ["nightly", "--out", str(out)], env={
+        "COMPILEWATCH_REMOTE_CACHE": url(acl, "pr"), KEY_ENV: "not a key",
+        WRITER_ENV: "redis://trusted:trusted-pw@127.0.0.1:0"})
+    assert bad.exit_code == 2 and "not an unencrypted PEM private key" in bad.output
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-q", "--allow-empty",
+        "-m", "base")
+    git(repo, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-q", "--allow-empty",
+        "-m", "head")
+    _, public = signing.generate()
+    pr = CliRunner().invoke(main, ["pr", "--repo", str(repo), "--base", "HEAD~1", "--head",
+                                   "HEAD", "--cache-public-key", public, "--out", str(out)],
+                            env={"COMPILEWATCH_REMOTE_CACHE": url(acl, "lax")})
+    assert pr.exit_code == 2, pr.output
+    assert "may write" in pr.output and "lax-pw" not in pr.output
+    assert not out.exists()
+
+
 def test_the_reader_loads_what_the_writer_stored_and_refuses_the_rest(acl: int,
                                                                       tmp_path: Path) -> None:
     """The worker's backend against what the parent stored, in database 3 (the same name in
