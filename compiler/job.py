@@ -29,7 +29,7 @@ from compilewatch.compiler.assemble import Outputs, assemble
 from compilewatch.compiler.lanes import Kind, Task
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.protocol import Phase, WorkerOutput, WorkerSpec
-from compilewatch.core.errors import CacheArtifactError, RemoteCacheError
+from compilewatch.core.errors import CacheArtifactError, CompilewatchError
 from compilewatch.core.schema import STATUS_OF, CacheCounters, Category, ModelResult
 from compilewatch.suites.imports import SideCode
 
@@ -372,7 +372,7 @@ class SideJob:
             if writer is None or not output.ok:
                 return output
             n = remotestore.store(outbox, writer)
-        except RemoteCacheError as e:
+        except (CompilewatchError, OSError) as e:
             return output.model_copy(update={"notes": [*output.notes,
                                                        f"the shared compile cache: {e}"][:64]})
         finally:

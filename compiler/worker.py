@@ -405,7 +405,7 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
                       cache=probe.cache_keys(spec.phase),
                       counters={**probe.counters(), **remotecache.counted()},
                       cache_unknown=probe.unknown_text(),
-                      notes=[*probe.notes, *remotecache.TALLY.notes])
+                      notes=[*probe.notes, *remotecache.TALLY.notes][:64])
     if spec.check_accuracy:
         with h.phase("accuracy"), gpu():
             result["accuracy"] = (
