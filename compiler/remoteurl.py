@@ -58,8 +58,19 @@ class Endpoint:
                f"?prefix={self.prefix}"
 
 
+def _redacted(url: str) -> str:
+    """``url`` with everything of its user part but a user name (before a ``:``) as ``***``:
+    a malformed URL's password is still a password."""
+    head, sep, rest = url.strip().partition("://")
+    if not sep or "@" not in rest:
+        return url.strip()
+    who, _, where = rest.rpartition("@")
+    user, colon, _ = who.partition(":")
+    return f"{head}://{user + ':***' if colon else '***'}@{where}"
+
+
 def _fail(url: str, what: str) -> UsageError:
-    shown = re.sub(r"(//[^/@]*?):[^/@]*@", r"\1:***@", url.strip())[:120]
+    shown = _redacted(url)[:120]
     return UsageError(f"remote cache URL {shown!r}: {what} (expected redis[s]://[USER[:PASSWORD]"
                       "@]HOST[:PORT][/DB][?prefix=NAME&ssl_ca_certs=PATH])")
 
@@ -69,8 +80,8 @@ def parse(url: str) -> Endpoint:
     try:
         parts = urlsplit(url.strip())
         port = parts.port
-    except ValueError as e:
-        raise _fail(url, f"the port is not a number from 1 to 65535 ({e})") from None
+    except ValueError:  # its text may quote the password: a colon there reads as a port
+        raise _fail(url, "the port is not a number from 1 to 65535") from None
     if parts.scheme not in ("redis", "rediss"):
         raise _fail(url, f"scheme {parts.scheme or '(none)'!r} is neither redis nor rediss")
     host = parts.hostname or ""
