@@ -7,6 +7,7 @@ changed: a database that does not exist yet is reported, not made.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -27,13 +28,16 @@ from compilewatch.bot.github.client import (
     split_repo,
 )
 from compilewatch.bot.measure.harness import collect_environment
+from compilewatch.bot.measure.remote import READER_ENV
 from compilewatch.bot.render.diagnostics import Find, find_tlparse
+from compilewatch.compiler import remoteurl
 from compilewatch.core.errors import CompilewatchError
 from compilewatch.core.schema import Environment
 
 Status = Literal["ok", "info", "warn", "fail"]
 Probe = Callable[[str], Environment]
 Which = Callable[[str], str | None]
+Version = Callable[[], str | None]
 QUICK = RetryPolicy(retries=1, backoff_s=0.5, max_wait_s=10.0, timeout_s=10.0)
 COMPILERS = ("c++", "g++", "clang++")
 POST_SCOPES = ("repo", "public_repo")
@@ -107,6 +111,35 @@ def _tlparse(find: Find) -> Check:
                                         "no tlparse report of a flagged model")
     return Check("tlparse", "ok", f"{version or 'tlparse'} ({exe}): `pr` writes a report of "
                                   "each flagged model's trace")
+
+
+def redis_version() -> str | None:
+    """The installed ``redis`` package's version; None: not installed."""
+    try:
+        return importlib.metadata.version("redis") if remoteurl.available() else None
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _shared_cache(version: Version, url: str | None) -> Check:
+    """``--remote-cache`` needs the redis package (the ``redis`` extra, not installed by
+    default); a URL in the environment is checked as the commands check it, and read once."""
+    found = version()
+    if found is None:
+        return Check("shared cache", "warn", "the redis package is not installed: "
+                                             "--remote-cache is off, with a warning (pip install "
+                                             "'compilewatch[redis]')")
+    if url is None:
+        return Check("shared cache", "ok", f"redis {found}: --remote-cache can share compiles")
+    try:
+        endpoint = remoteurl.parse(url)
+        remoteurl.connect(endpoint).get(endpoint.namespace + ".probe")
+    except CompilewatchError as e:
+        return Check("shared cache", "warn", f"{READER_ENV}: {e}")
+    except Exception as e:  # redis' own errors: unreachable, refused, TLS
+        return Check("shared cache", "warn", f"{READER_ENV} {endpoint.shown()}: "
+                                             f"{type(e).__name__}: {str(e)[:200]}")
+    return Check("shared cache", "ok", f"redis {found}: {endpoint.shown()} answers")
 
 
 def _writable(path: Path) -> bool:
@@ -197,11 +230,13 @@ def _github(token_env: str, repo: str | None, github_url: str | None) -> Check:
 def doctor(*, db_url: str | None = None, token_env: str = "GITHUB_TOKEN",
            repo: str | None = None, github_url: str | None = None,
            python: str = sys.executable, environment: Probe = collect_environment,
-           which: Which = shutil.which, tlparse: Find = find_tlparse) -> DoctorReport:
+           which: Which = shutil.which, tlparse: Find = find_tlparse,
+           redis: Version = redis_version) -> DoctorReport:
     """Every check, in the order they are shown."""
     env_checks, _ = _environment(python, environment)
     return DoctorReport([_python(), *env_checks, _compiler(which), _tlparse(tlparse),
-                         _cache_dirs(), _database(db_url), _github(token_env, repo, github_url)])
+                         _shared_cache(redis, os.environ.get(READER_ENV)), _cache_dirs(),
+                         _database(db_url), _github(token_env, repo, github_url)])
 
 
 def render_report(report: DoctorReport) -> str:

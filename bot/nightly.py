@@ -28,6 +28,7 @@ from compilewatch.bot.cache.publish import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
+from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
     Measuring,
@@ -44,11 +45,12 @@ from compilewatch.bot.measure.harness import (
 )
 from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
+from compilewatch.bot.measure.remote import RemoteCacheOptions
+from compilewatch.bot.measure.remote import setup as remote_setup
 from compilewatch.bot.shards.durations import loop_durations
 from compilewatch.bot.shards.plan import ShardOptions
 from compilewatch.bot.shards.select import empty_shard, plan_shard, stamped
 from compilewatch.compiler import artifacts as art
-from compilewatch.compiler import remotecache
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.core import signing
@@ -101,7 +103,8 @@ class NightlyRequest:
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     publish: PublishOptions = field(default_factory=PublishOptions)
     shard: ShardOptions = field(default_factory=ShardOptions)  # --shard I/N, --group
-    remote_cache: str | None = None  # redis://HOST:PORT for warm compiles and timing
+    # the shared compile cache: a nightly is a trusted writer (``write``) of it
+    remote_cache: RemoteCacheOptions = field(default_factory=RemoteCacheOptions)
 
 
 def measure_nightly(req: NightlyRequest, measuring: Measuring,
@@ -110,6 +113,8 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
     """Run the suites with artifact saving + verification; write OUT/results.json and
     OUT/artifacts/manifest.json (after every model too)."""
     out = req.out
+    shared = remote_setup(req.remote_cache, runs_pr_code=False,
+                          trusted_keys=load_project_config(req.repo).cache_public_keys)
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
@@ -125,13 +130,14 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
     # after the preflight: its lanes decide the timing cores (one a GPU lane)
     opts = measuring.run_options(req.python, artifact_dir=out / "artifacts",
                                    diagnostics_dir=out / "diagnostics", diagnostics_base=out,
-                                   code=code, extra_env=remotecache.worker_env(req.remote_cache))
+                                   code=code, remote=shared)
 
     def results_of(models: list[ModelResult], finished: bool) -> RunResults:
         return stamped(shard, build_results(
             models, env=env, git=git, sources=sources, options=measuring, started=started,
             trigger="nightly", run_id=run_id, host=host, finished=finished,
-            code=code_record(code, modules_of(suites), models)))
+            code=code_record(code, modules_of(suites), models),
+            remote_cache=shared.role if shared else None))
 
     def write(done: list[JobRun], finished: bool) -> tuple[RunResults, art.Manifest]:
         """The results file and the manifest; also after each model (``finished=False``), so a

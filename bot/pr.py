@@ -57,14 +57,16 @@ from compilewatch.bot.measure.harness import (
 )
 from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
+from compilewatch.bot.measure.remote import RemoteCacheOptions
+from compilewatch.bot.measure.remote import setup as remote_setup
 from compilewatch.bot.render import diagnostics
 from compilewatch.bot.render.formats import render
 from compilewatch.bot.shards.durations import loop_durations
 from compilewatch.bot.shards.plan import ShardOptions
 from compilewatch.bot.shards.select import empty_shard, plan_shard, stamped
-from compilewatch.compiler import remotecache
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.reads import ChangedFiles
+from compilewatch.compiler.remotestore import SharedCache
 from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.errors import GitError, SuiteError, UsageError
@@ -231,7 +233,8 @@ class PrRequest:
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     warm_cache: WarmCacheOptions = field(default_factory=WarmCacheOptions)
     shard: ShardOptions = field(default_factory=ShardOptions)  # --shard I/N, --group
-    remote_cache: str | None = None  # redis://HOST:PORT for warm compiles and timing
+    # the shared compile cache, read by each model's remote phase (a pr never stores there)
+    remote_cache: RemoteCacheOptions = field(default_factory=RemoteCacheOptions)
 
 
 Measure = Callable[..., dict[str, list[JobRun]]]
@@ -251,6 +254,11 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
     measuring = req.measure.resolve(project_tasks(req.repo))
     refs = resolve_refs(req.repo, base=req.base, head=req.head, pr=req.pr)
     check_outdir(req.out)
+    # before anything runs: a credential that could let the PR's code write what trusted runs
+    # read is refused here (bot/measure/remote.py)
+    shared = remote_setup(req.remote_cache, runs_pr_code=True, trusted_keys=(
+        *(trusted_keys(req.repo, refs.base_tip) if req.remote_cache.url else ()),
+        *req.warm_cache.public_keys))
     if refs.base == refs.head and req.base_python == req.head_python:
         raise UsageError(f"base and head are the same commit ({refs.head[:12]}); pass "
                          "different --base-python and --head-python to compare interpreters")
@@ -265,7 +273,8 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
     stage = staging(req.out)
     try:
         comparison, runs = _measure(req, measuring, refs, envs, pythons, same_env, started,
-                                    host, stage, functools.partial(measure, progress=progress))
+                                    host, stage, functools.partial(measure, progress=progress),
+                                    shared)
         return _finish(comparison, runs, req, stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -273,7 +282,8 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
 
 def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, Environment],
              pythons: dict[SideName, str], same_env: bool, started: str,
-             host: HostCheck | None, stage: Path, measure: Measure
+             host: HostCheck | None, stage: Path, measure: Measure,
+             shared: SharedCache | None = None
              ) -> tuple[Comparison, dict[SideName, RunResults]]:
     with owned_temporary(WARM_PREFIX) as dl, \
             worktrees(req.repo, {"base": refs.base, "head": refs.head}) as trees:
@@ -310,7 +320,7 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, E
             pythons[s], warm_cache=warm[pythons[s]],
             diagnostics_dir=stage / DIAGNOSTICS / s, diagnostics_base=stage,
             watch_root=trees[s], home_root=req.repo.resolve(), code=codes[s],
-            extra_env=remotecache.worker_env(req.remote_cache)))
+            remote=shared))
                  for s in SIDES]
         def results_of(done: dict[str, list[JobRun]], finished: bool = True
                        ) -> dict[SideName, RunResults]:
@@ -321,7 +331,8 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, E
                     models, env=envs[pythons[s]], git=_git(refs, s, req.repo),
                     sources=_display(plans[s].sources, trees[s]), options=measuring,
                     started=started, trigger="pr", side=s, host=host, finished=finished,
-                    code=code_record(codes[s], modules_of(plans[s].suites), models)))
+                    code=code_record(codes[s], modules_of(plans[s].suites), models),
+                    remote_cache=shared.role if shared else None))
             return out
 
         def checkpoint(done: dict[str, list[JobRun]]) -> None:

@@ -35,10 +35,11 @@ from compilewatch.bot.measure.outcome import (
     check_own_code,
     check_something_measured,
 )
+from compilewatch.bot.measure.remote import RemoteCacheOptions
+from compilewatch.bot.measure.remote import setup as remote_setup
 from compilewatch.bot.shards.durations import loop_durations
 from compilewatch.bot.shards.plan import ShardOptions
 from compilewatch.bot.shards.select import plan_shard, stamped
-from compilewatch.compiler import remotecache
 from compilewatch.compiler.plan import plan_jobs
 from compilewatch.compiler.schedule import SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
@@ -67,7 +68,8 @@ class RunRequest:
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     warm_cache: WarmCacheOptions = field(default_factory=WarmCacheOptions)
     shard: ShardOptions = field(default_factory=ShardOptions)  # --shard I/N, --group
-    remote_cache: str | None = None  # redis://HOST:PORT for warm compiles and timing
+    # the shared compile cache: read by each model's remote phase; ``write``: a trusted run
+    remote_cache: RemoteCacheOptions = field(default_factory=RemoteCacheOptions)
 
 
 def fetch_before_letting_go(req: RunRequest) -> dict[str, str]:
@@ -84,6 +86,9 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
     (``db_url`` or the embedded SQLite default). ``progress`` hears how measuring goes; the
     summary is the caller's to print."""
     measuring = req.measure.resolve(project_tasks(req.repo))
+    keys = load_project_config(req.repo).cache_public_keys
+    shared = remote_setup(req.remote_cache, trusted_keys=(*keys, *req.warm_cache.public_keys),
+                          runs_pr_code=False)
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=req.measure.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
@@ -104,17 +109,16 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None) -> RunRe
                              options=measuring, started=started, run_id=run_id, host=host,
                              finished=finished,
                              code=code_record(code, modules_of(suites), done),
-                             results_dir=req.out.parent))
+                             results_dir=req.out.parent,
+                             remote_cache=shared.role if shared else None))
     with owned_temporary(WARM_PREFIX) as dl:
-        keys = load_project_config(req.repo).cache_public_keys
         wc = resolve_warm_cache(req.warm_cache, env, dest=dl, trusted_keys=keys)
         # a folder per run: the next run with the same --out keeps this one's traces
         kept = req.out.parent / f"{req.out.stem}.diagnostics" / run_id[:SHORT_ID] \
             if req.diagnostics else None
         opts = measuring.run_options(req.python, cache_root=req.cache_dir, warm_cache=wc,
                                        diagnostics_dir=kept, diagnostics_base=req.out.parent,
-                                       code=code,
-                                       extra_env=remotecache.worker_env(req.remote_cache))
+                                       code=code, remote=shared)
         measured = measure_sides(
             [SideJobs("run", jobs, opts)], measuring, progress=progress,
             durations=loop_durations(req.shard.durations, req.db_url, env.fingerprint),

@@ -1,4 +1,5 @@
-"""One model's worker outputs (cold, timing, warm-start processes) into one ``ModelResult``.
+"""One model's worker outputs (cold, timing, warm-start, remote processes) into one
+``ModelResult``.
 
 A mapping, not a translation: the outputs already hold the schema's types. What is decided here
 is which process speaks for what: the first cold process for the compile's anatomy (breaks,
@@ -29,6 +30,7 @@ class Outputs:
     cold: list[WorkerOutput] = field(default_factory=list)
     timing: list[WorkerOutput] = field(default_factory=list)
     warm_start: WorkerOutput | None = None
+    remote: WorkerOutput | None = None  # empty cache dir, the shared compile cache read
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     timing_skipped: str | None = None
@@ -39,7 +41,8 @@ class Outputs:
 
     def all(self) -> list[WorkerOutput]:
         return [*([self.scan] if self.scan else []), *self.cold, *self.timing,
-                *([self.warm_start] if self.warm_start else [])]
+                *([self.warm_start] if self.warm_start else []),
+                *([self.remote] if self.remote else [])]
 
 
 def _status(o: Outputs) -> tuple[Category, str | None]:
@@ -156,10 +159,12 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
     warms = [x.compile for x in o.timing if x.ok and x.compile is not None]
     w = next((x for x in o.timing if x.ok and x.compile is not None), None)
     s = o.warm_start if o.warm_start is not None and o.warm_start.ok else None
+    r = o.remote if o.remote is not None and o.remote.ok else None
     timed = o.timing or [c]
     latency, speedup = _latency(timed) if o.timing_skipped is None else (None, None)
     counters = {"cold": c.counters} | ({"warm": w.counters} if w else {}) \
-        | ({"warm_start": s.counters} if s else {})
+        | ({"warm_start": s.counters} if s else {}) | ({"remote": r.counters} if r else {})
+    others = [x for x in (w, s, r) if x is not None]
     cold_s = _median([x.wall_s for x in colds])
     result.update(
         latency=latency, speedup=speedup, timing_skipped=o.timing_skipped,
@@ -176,14 +181,15 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
                  "guard_count": c.compile.guard_count,
                  "warm_start_s": s.compile.wall_s if s and s.compile else None,
                  "warm_start_phases": s.compile.phases if s and s.compile else {},
+                 "remote_s": r.compile.wall_s if r and r.compile else None,
+                 "remote_phases": r.compile.phases if r and r.compile else {},
                  # instruction counts vary less from the host than time: the minimum of repeats
                  "cold_instructions": min((x.instructions for x in colds
                                            if x.instructions is not None), default=None),
                  "cache_dir_was_empty": was_empty},
         graph_breaks=c.graph_breaks, recompiles=c.recompiles,
-        cache={"fx": [*c.cache.fx, *(w.cache.fx if w else []), *(s.cache.fx if s else [])],
-               "aot": [*c.cache.aot, *(w.cache.aot if w else []),
-                       *(s.cache.aot if s else [])],
+        cache={"fx": [*c.cache.fx, *(x for o2 in others for x in o2.cache.fx)][:1024],
+               "aot": [*c.cache.aot, *(x for o2 in others for x in o2.cache.aot)][:1024],
                "counters": {k: v for k, v in counters.items() if v is not None},
                "unknown_reason": c.cache_unknown},
         accuracy=c.accuracy, training=c.training,

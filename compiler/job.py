@@ -7,7 +7,9 @@ the first one also records breaks, recompiles, cache keys and accuracy), then
 process k on cold compile ((k - 1) mod cold_processes) + 1's, so each times its own compile's
 kernels: what a cold compile picked, such as each Triton kernel's autotuned config, varies
 between processes the interval sees, not one a whole side shares), each timing steady state and
-giving a warm compile sample; and, where asked, a warm start from a cache artifact.
+giving a warm compile sample; where asked, a warm start from a cache artifact; and with a shared
+compile cache, a remote phase on an empty cache dir that reads it (``compiler/remotecache.py``),
+after a trusted run stored the first cold compile's graphs there.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compilewatch.compiler import artifacts
+from compilewatch.compiler import artifacts, remotecache, remotestore
 from compilewatch.compiler.assemble import Outputs, assemble
 from compilewatch.compiler.lanes import Kind, Task
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.protocol import Phase, WorkerOutput, WorkerSpec
-from compilewatch.core.errors import CacheArtifactError
-from compilewatch.core.schema import STATUS_OF, Category, ModelResult
+from compilewatch.core.errors import CacheArtifactError, CompilewatchError
+from compilewatch.core.schema import STATUS_OF, CacheCounters, Category, ModelResult
 from compilewatch.suites.imports import SideCode
 
 
@@ -72,6 +74,9 @@ class RunOptions:
     # this side's own code: its folders first on sys.path in every worker, and a refusal of
     # the repository's modules imported from elsewhere (``suites/imports.py``)
     code: SideCode | None = None
+    # the shared compile cache: a remote phase per model reads it; with a writer (a trusted
+    # run) the first cold compile's graphs are stored there first
+    remote: remotestore.SharedCache | None = None
 
     @property
     def executable(self) -> str:
@@ -210,6 +215,8 @@ class SideJob:
                 or "the cold compile saved no artifact"
         elif opts.warm_cache is not None:
             tasks.append(("warm_start", 1))
+        if opts.remote is not None:
+            tasks.append(("remote", 1))
         return tasks
 
     # --- cache dirs and folders ------------------------------------------------------------
@@ -262,7 +269,7 @@ class SideJob:
         kind, index = task.kind, task.index
         if kind == "cold" and index > 1:
             return self.cold_dir(index)
-        if kind in ("warm_start", "scan"):
+        if kind in ("warm_start", "scan", "remote"):
             return self.workdir(kind)
         if kind == "timing":
             return self.cold_dirs.get(self.timing_cache(index), self.cache_dir)
@@ -287,12 +294,13 @@ class SideJob:
         trace = str(self.workdir("trace")) if first_cold and opts.diagnostics_dir is not None \
             else None
         referenced = kind == "timing" and self.reference is not None
+        shared = opts.remote
         return WorkerSpec(
             suite=job.suite.source, model=job.spec.name, config=job.config, phase=phase,
             trace_dir=trace,
             large=job.config.device == "cuda", rounds=opts.rounds, block_ms=opts.block_ms,
             time_steady_state=times, measure_memory=first_timing,
-            check_accuracy=first_cold or kind == "warm_start",
+            check_accuracy=first_cold or kind in ("warm_start", "remote"),
             save_artifact=save, pin_cpus=where.pin_cpus if times else where.compile_cpus,
             device_lock=where.device_lock, gpu=where.gpu,
             prepare_cpus=where.compile_cpus if times else (),
@@ -304,6 +312,9 @@ class SideJob:
             home_root=str(opts.home_root) if scan and opts.home_root else None,
             reference_suite=self.reference if kind == "timing" else None,
             reference_code=reference_code if referenced else None,
+            remote_read=shared.read if shared is not None and kind == "remote" else None,
+            remote_outbox=str(self.workdir("outbox"))
+            if first_cold and shared is not None and shared.writer is not None else None,
             code=opts.code, out="", status_file="")
 
     def artifact_for(self, private: Path) -> Path | None:
@@ -340,6 +351,34 @@ class SideJob:
             self.rejected = problem
         elif problem:
             self.outputs.notes.append(f"warm start from the published artifact: {problem}")
+
+    def record_remote(self, output: WorkerOutput) -> None:
+        """The remote phase: its compile is a measurement of the shared cache, never the
+        model's status; what went wrong is a note."""
+        if not output.ok:
+            self.outputs.notes.append(f"the shared compile cache's phase failed "
+                                      f"({output.category.value}): {(output.error or '')[-300:]}")
+        elif output.accuracy is not None and output.accuracy.passed is False:
+            self.outputs.notes.append("compiled from the shared compile cache, the output "
+                                      f"differs from eager: {output.accuracy.reason or ''}")
+        self.outputs.notes.extend(n for n in output.notes if n.startswith(remotecache.NOTE))
+        self.outputs.remote = output
+
+    def stored(self, output: WorkerOutput, outbox: Path) -> WorkerOutput:
+        """A trusted run's first cold compile, its graphs signed and stored in the shared
+        cache (``fx_remote_put``); a cache that fails is a note, never the model's failure."""
+        writer = self.opts.remote.writer if self.opts.remote is not None else None
+        try:
+            if writer is None or not output.ok:
+                return output
+            n = remotestore.store(outbox, writer)
+        except (CompilewatchError, OSError) as e:
+            return output.model_copy(update={"notes": [*output.notes,
+                                                       f"the shared compile cache: {e}"][:64]})
+        finally:
+            shutil.rmtree(outbox, ignore_errors=True)
+        counters = (output.counters or CacheCounters()).model_copy(update={"fx_remote_put": n})
+        return output.model_copy(update={"counters": counters})
 
     def follow_up_failed(self, task: Task, output: WorkerOutput | None) -> bool:
         """A follow-up's process (past the side's own cold or timing processes) that failed:

@@ -34,7 +34,7 @@ from compilewatch.compiler import cpus
 from compilewatch.compiler.plan import Job
 
 # process kinds: a compile-only process, or a timing one (runs in the device lane)
-Kind = Literal["scan", "cold", "timing", "warm_start"]
+Kind = Literal["scan", "cold", "timing", "warm_start", "remote"]
 Ident = tuple[str, str, str]
 
 R = TypeVar("R")

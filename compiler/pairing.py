@@ -196,7 +196,8 @@ class Pairing:
             sj.outputs.timing_skipped = reason
             sj.drop_held()
             sj.dropped(self.loop.drop(lambda t, side=sj.side: t.side == side
-                                      and ident(t.job) == key and t.kind != "warm_start"))
+                                      and ident(t.job) == key
+                                      and t.kind not in ("warm_start", "remote")))
             self.loop.settle(sj)
 
     # --- follow-ups ------------------------------------------------------------------------

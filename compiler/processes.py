@@ -55,7 +55,10 @@ SECRET_NAMES = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*",
 DENY = (*SECRET_NAMES, "GITHUB_*", "ACTIONS_*", "RUNNER_*", "AWS_*", "AZURE_*",
         "GOOGLE_*", "GCP_*", "GCLOUD_*", "CLOUDSDK_*", "DOCKER_*", "NPM_*", "PYPI_*",
         "TWINE_*", "SSH_*", "GPG_*", "COMPILEWATCH_DB", "COMPILEWATCH_SIGNING_KEY",
-        "DATABASE_URL", "PG*", "REDIS*")
+        "DATABASE_URL", "PG*", "REDIS*", "COMPILEWATCH_REMOTE_CACHE*",
+        # torch's own Redis settings: its remote caches load unverified pickles, and a URL
+        # carries a password (workers turn those caches off: compiler/remotecache.py)
+        "TORCHINDUCTOR_REDIS_*")
 
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:

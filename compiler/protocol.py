@@ -35,8 +35,9 @@ from compilewatch.suites.imports import SideCode
 # cold: first compile on an empty cache dir. warm: a new process on a cold process's cache dir,
 # which also times steady state (a "timing process"). warm_start: an empty cache dir with a
 # portable cache artifact loaded first.
+# remote: an empty cache dir with the shared compile cache read (``compiler/remotecache.py``).
 # scan: no compile; what the model reads of its checkout (``compiler/reads.py``).
-Phase = Literal["scan", "cold", "warm", "warm_start"]
+Phase = Literal["scan", "cold", "warm", "warm_start", "remote"]
 Floats = Annotated[list[Annotated[float, Field(ge=0)]], Field(max_length=100_000)]
 
 
@@ -96,6 +97,15 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+class RemoteRead(_Frozen):
+    """What a ``remote`` phase reads: the shared cache's URL (a reader's credential, which the
+    repository's code may see: a user Redis lets read only) and the public keys whose signed
+    entries it loads."""
+
+    url: Text
+    trusted_keys: tuple[Short, ...] = Field(default=(), max_length=64)
+
+
 class WorkerSpec(_Frozen):
     """One worker process's task: which model, which phase, and what to do in it."""
 
@@ -136,6 +146,10 @@ class WorkerSpec(_Frozen):
     # undone before this side's suite is imported)
     # this side's own code: its folders first on sys.path, and what must not come from elsewhere
     code: SideCode | None = None
+    remote_read: RemoteRead | None = None  # remote: the shared cache it reads
+    # a trusted run's first cold compile: keep what it compiled here, for the parent to sign
+    # and store in the shared cache (the worker holds no credential that writes it)
+    remote_outbox: str | None = None
     watch_root: str | None = None  # scan: record what is read under this folder (a checkout)
     home_root: str | None = None  # scan: and count what is read under this one (the user's)
     out: str

@@ -1,56 +1,197 @@
-"""Inductor's remote FX graph cache on Redis, shared by the shards of a group: for warm compiles
-and timing processes only. A cold compile never reads it (it would not be cold), and neither
-does a warm start (it times the published artifact alone). docs/scale.md says when it helps.
+"""The shared compile cache inside a worker: what torch's remote caches may do, phase by phase.
 
-The option travels as environment (``RunOptions.extra_env``, the same for every process of a
-side); each worker turns the remote cache off for itself unless its phase may use it
-(``for_phase``), so the loop needs no per-phase environment.
+A worker runs the repository's code, so whatever it reaches a PR can reach. Before it compiles
+(``prepare``):
+
+- every phase turns torch's own remote caches off (FX graph, AOTAutograd, autotuning, dynamic
+  shapes' profiles), whatever the environment turned on: torch's Redis backend loads any
+  pickle it finds there, unverified;
+- the ``remote`` phase (an empty cache dir, after the cold compiles) reads Inductor's FX graph
+  cache through ``Reader``: it loads only entries a pinned key signed for their key
+  (``compiler/remoteentries.py``), verified before torch unpickles them, and never writes;
+- a trusted run's first cold compile writes the graphs it compiled into a folder (``Outbox``)
+  and reads nothing, so it stays cold; the parent signs and stores them
+  (``compiler/remotestore.py``). No worker holds a credential that writes the shared cache.
+
+Only the FX graph cache is shared: AOTAutograd's remote switch is part of its own cache key
+(``torch._functorch.config`` is hashed whole), so turning it on for one phase would change that
+phase's keys; Inductor leaves ``fx_graph_remote_cache`` out of its key. A remote hit therefore
+still traces AOTAutograd, and loads Inductor's graphs. ``counted`` is what this process's
+shared-cache lookups did, kept apart from torch's counters (which count local and remote hits
+alike).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from compilewatch.core.errors import UsageError
+from compilewatch.compiler import remoteentries, remoteurl
+from compilewatch.compiler.protocol import RemoteRead, WorkerSpec
+from compilewatch.core.files import write_atomic
 
-PHASES = frozenset({"warm"})  # warm compiles, and the timing processes (phase "warm" too)
-# Inductor's and AOTAutograd's switches for a remote cache (a user's own environment may turn
-# them on: TORCHINDUCTOR_* is allowed through to workers)
+# torch's remote caches (module, switch): a switch this torch lacks is skipped
 _SWITCHES = (("torch._inductor.config", "fx_graph_remote_cache"),
-             ("torch._functorch.config", "enable_remote_autograd_cache"))
-_URL = re.compile(r"^redis://(?P<host>[A-Za-z0-9_.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])"
-                  r"(?::(?P<port>\d{1,5}))?/?$")
+             ("torch._inductor.config", "autotune_remote_cache"),
+             ("torch._inductor.config", "bundled_autotune_remote_cache"),
+             ("torch._functorch.config", "enable_remote_autograd_cache"),
+             ("torch._dynamo.config", "automatic_dynamic_remote_pgo"))
+# torch's remote cache keys, ``pt2:fx-graph-v1::<key>:c1`` (``RedisRemoteCache._key_fmt``)
+KEY = re.compile(r"^pt2:[A-Za-z0-9_.\-]{1,64}::[A-Za-z0-9_.\-]{1,256}:c[0-9]{1,6}$")
+MAX_ENTRY_BYTES = 512 * 1024 * 1024  # Redis' own limit on one value
+OUTBOX_SUFFIX = ".entry"
+NOTES = 4  # distinct notes a process keeps about the shared cache
+NOTE = "shared compile cache: "  # how each begins
 
 
-def parse(url: str) -> tuple[str, int]:
-    """``redis://HOST[:PORT]`` -> (host, port). No password: a worker runs PR code, and a
-    Redis a PR job reaches is one it may write (docs/scale.md)."""
-    m = _URL.match(url.strip())
-    port = int(m["port"] or 6379) if m else 0
-    if not m or not 0 < port < 65536:
-        raise UsageError(f"--remote-cache {url[:80]!r}: expected redis://HOST[:PORT] (no user "
-                         "or password)")
-    return m["host"].strip("[]"), port
+@dataclass
+class Tally:
+    """This process's shared-cache lookups (``Reader``) and the entries it left (``Outbox``)."""
+
+    hits: int = 0
+    misses: int = 0
+    refused: int = 0
+    errors: int = 0
+    written: int = 0
+    reading: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes and len(self.notes) < NOTES:
+            self.notes.append(text)
 
 
-def worker_env(url: str | None) -> dict[str, str]:
-    """What a side's workers get for ``--remote-cache URL`` (nothing without one)."""
-    if url is None:
+TALLY = Tally()
+
+
+def counted() -> dict[str, int]:
+    """The ``CacheCounters`` fields of the shared cache for this process: empty unless it read
+    the shared cache (an unreachable cache's lookups are misses)."""
+    if not TALLY.reading:
         return {}
-    host, port = parse(url)
-    return {"TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "1", "TORCHINDUCTOR_REDIS_HOST": host,
-            "TORCHINDUCTOR_REDIS_PORT": str(port)}
+    return {"fx_remote_hit": TALLY.hits, "fx_remote_miss": TALLY.misses + TALLY.errors,
+            "fx_remote_refused": TALLY.refused}
 
 
-def for_phase(phase: str) -> None:
-    """In a worker, before it compiles: no remote cache outside ``PHASES``. Torch reads the
-    switches at each compile, and neither is part of a cache key (Inductor ignores
-    ``fx_graph_remote_cache`` in its key), so turning one off keeps a cold compile's keys."""
-    if phase in PHASES:
+class Reader:
+    """Inductor's remote FX graph cache backend in the ``remote`` phase: reads the trusted
+    namespace, hands torch only verified entries, and writes nothing."""
+
+    def __init__(self, read: RemoteRead, tally: Tally) -> None:
+        self.endpoint = remoteurl.parse(read.url)
+        self.trusted = tuple(read.trusted_keys)
+        self.tally = tally
+        self._client: Any = None
+        self._down = False
+
+    def get(self, key: str) -> bytes | None:
+        if self._down or not KEY.match(key):
+            self.tally.misses += 1
+            return None
+        where = self.endpoint.namespace + key
+        try:
+            if self._client is None:
+                self._client = remoteurl.connect(self.endpoint)
+            blob = self._client.get(where)
+        except Exception as e:  # redis' errors, and no redis at all: compile without it
+            self._down = True
+            self.tally.errors += 1
+            self.tally.note(f"{NOTE}could not be read ({type(e).__name__}: "
+                            f"{str(e)[:300]}); compiled without it")
+            return None
+        if blob is None:
+            self.tally.misses += 1
+            return None
+        try:
+            payload = remoteentries.unseal(where, bytes(blob), self.trusted)
+        except remoteentries.EntryRefused as e:
+            self.tally.refused += 1
+            self.tally.note(f"{NOTE}an entry was refused, not loaded: {e}")
+            return None
+        self.tally.hits += 1
+        return payload
+
+    def put(self, key: str, data: bytes) -> None:
+        """A reader stores nothing (what a PR compiled is never shared)."""
+
+
+class Outbox:
+    """Inductor's remote FX graph cache backend in a trusted run's first cold compile: finds
+    nothing (the compile stays cold) and keeps each graph torch stores in a folder, for the
+    parent to sign and store."""
+
+    def __init__(self, folder: Path, tally: Tally) -> None:
+        self.folder = folder
+        self.tally = tally
+
+    def get(self, key: str) -> bytes | None:
+        return None
+
+    def put(self, key: str, data: bytes) -> None:
+        if not KEY.match(key) or not isinstance(data, bytes):
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(key.encode()).hexdigest()[:32] + OUTBOX_SUFFIX
+        write_atomic(self.folder / name, key.encode() + b"\n" + data)
+        self.tally.written += 1
+
+
+def outbox_entries(folder: Path) -> Iterator[tuple[str, bytes]]:
+    """What an ``Outbox`` left: (torch's key, torch's bytes); anything else there is skipped."""
+    if not folder.is_dir():
         return
-    import importlib
+    for path in sorted(folder.glob(f"*{OUTBOX_SUFFIX}")):
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_ENTRY_BYTES:
+            continue
+        key, _, payload = path.read_bytes().partition(b"\n")
+        text = key.decode("ascii", errors="replace")
+        if KEY.match(text) and payload:
+            yield text, payload
 
+
+def _switches_off() -> None:
+    """Each of torch's remote caches off where something turned it on. A switch left as it
+    was keeps the cache keys a run without a remote cache has (AOTAutograd hashes its own)."""
     for module, name in _SWITCHES:
-        config = importlib.import_module(module)
+        try:
+            config = importlib.import_module(module)
+        except ImportError:
+            continue
         if getattr(config, name, None):
             setattr(config, name, False)
+
+
+def _use(backend: Callable[[], Any]) -> str | None:
+    """Inductor's remote FX graph cache on, through ``backend``; why not (None: done)."""
+    try:
+        import torch._inductor.config as inductor_config
+        from torch._inductor import remote_cache
+    except ImportError as e:
+        return f"this torch has no remote cache module ({e})"
+    cls = getattr(remote_cache, "RemoteFxGraphCache", None)
+    if cls is None or not hasattr(cls, "backend_override_cls") \
+            or not hasattr(inductor_config, "fx_graph_remote_cache"):
+        return ("this torch has no RemoteFxGraphCache.backend_override_cls, so its remote FX "
+                "graph cache cannot be read through a verifying backend: not used")
+    cls.backend_override_cls = backend
+    inductor_config.fx_graph_remote_cache = True
+    return None
+
+
+def prepare(spec: WorkerSpec) -> str | None:
+    """Before the compile (module docstring). Returns why the shared cache asked for cannot
+    be used with this torch (None: ready, or not asked for)."""
+    _switches_off()
+    if spec.phase == "remote" and spec.remote_read is not None:
+        TALLY.reading = True
+        read = spec.remote_read
+        return _use(lambda: Reader(read, TALLY))
+    if spec.phase == "cold" and spec.remote_outbox is not None:
+        folder = Path(spec.remote_outbox)
+        return _use(lambda: Outbox(folder, TALLY))
+    return None

@@ -95,7 +95,7 @@ class LoopEvent:
 
 OnEvent = Callable[[LoopEvent], None]
 Ran = tuple[Task, WorkerOutput | None, float]
-STAGE = {"scan": -1, "cold": 0, "timing": 1, "warm_start": 2}
+STAGE = {"scan": -1, "cold": 0, "timing": 1, "warm_start": 2, "remote": 3}
 
 
 class Loop:
@@ -216,6 +216,9 @@ class Loop:
         elif task.kind == "timing":
             assert output is not None
             sj.outputs.timing.append(output)
+        elif task.kind == "remote":
+            assert output is not None
+            sj.record_remote(output)
         elif output is not None:
             sj.record_warm_start(output)
         self.settle(sj)
@@ -288,6 +291,8 @@ class Loop:
             self.on_event(LoopEvent("phase", task.side, task.job, text))
 
         output, seconds = self.launcher.run(launch, on_phase)
+        if spec.remote_outbox is not None:  # before the remote phase is queued: it reads these
+            output = sj.stored(output, Path(spec.remote_outbox))
         if task.kind == "cold" and task.index > 1 \
                 and not (output.ok and sj.keeps(task.index)):
             shutil.rmtree(cache_dir, ignore_errors=True)

@@ -384,12 +384,15 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     if spec.phase == "scan":
         return scan(spec, h, gpu)
     compile_threads(spec)
-    remotecache.for_phase(spec.phase)  # a cold compile never reads a remote cache
+    shared = remotecache.prepare(spec)  # torch's own remote caches off; ours where asked
+    if shared is not None and spec.phase == "remote":
+        raise Failure(Category.UNSUPPORTED, f"the shared compile cache: {shared}")
     probe = probes.CompileProbe(trace_dir=spec.trace_dir, suite=spec.suite)
     probe.install()
-    # a cold compile (and a warm start) waits for Inductor's compile workers: they start
-    # while the model builds and runs eager
-    workers = spec.ready_compile_workers and spec.phase in ("cold", "warm_start")
+    _noted(probe.notes, shared and f"the shared compile cache: {shared}")
+    # a cold compile (and a warm start, a remote one) waits for Inductor's compile workers:
+    # they start while the model builds and runs eager
+    workers = spec.ready_compile_workers and spec.phase in ("cold", "warm_start", "remote")
     if workers:
         _noted(probe.notes, compileworkers.start())
     if quiet is not None:
@@ -428,8 +431,10 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
             result["artifact"] = _save_artifact(spec.save_artifact)
     with h.phase("probes"):
         result.update(graph_breaks=probe.graph_breaks(), recompiles=probe.recompiles(),
-                      cache=probe.cache_keys(spec.phase), counters=probe.counters(),
-                      cache_unknown=probe.unknown_text(), notes=probe.notes)
+                      cache=probe.cache_keys(spec.phase),
+                      counters={**probe.counters(), **remotecache.counted()},
+                      cache_unknown=probe.unknown_text(),
+                      notes=[*probe.notes, *remotecache.TALLY.notes][:64])
     if spec.check_accuracy:
         with h.phase("accuracy"), gpu():
             result["accuracy"] = (

@@ -42,6 +42,11 @@ class CacheArtifactError(CompilewatchError):
     """A compile-cache artifact is corrupt, truncated or for another environment."""
 
 
+class RemoteCacheError(CompilewatchError):
+    """The shared compile cache cannot be reached, refuses a credential, or would let the
+    repository's code write what trusted runs load."""
+
+
 class EnvironmentProblem(CompilewatchError):
     """This machine cannot run the main job (``compilewatch doctor`` says why)."""
 

@@ -318,9 +318,12 @@ class Compile(_Model):
     import_s: Seconds | None = None
     first_output_s: Seconds | None = None
     warm_start_s: Seconds | None = None  # empty cache dir + portable cache artifact loaded
+    # empty cache dir + the shared compile cache read (docs/scale.md); None: not measured
+    remote_s: Seconds | None = None
     phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     warm_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     warm_start_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
+    remote_phases: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     frames: Count32 = 0
     graphs: Count32 = 0
     # frames compiled autograd handed to Dynamo (a training step's backward, captured at run
@@ -354,27 +357,48 @@ class CacheKey(_Model):
     values: dict[Short, Text] = Field(default_factory=dict, max_length=4096)
     hit: bool | None = None
     state: Literal["hit", "miss", "bypass", "unknown"] = "unknown"
+<<<<<<< HEAD
     phase: Literal["cold", "warm", "warm_start"] = "cold"
     # torch's own reason where the lookup bypassed the cache (the graph is not keyed, so every
     # process compiles it from scratch: a warm start costs a cold compile)
     bypass_reason: Text | None = None
+=======
+    phase: Literal["cold", "warm", "warm_start", "remote"] = "cold"
+
+
+CachePhase = Literal["cold", "warm", "warm_start", "remote"]
+>>>>>>> t45r
 
 
 class CacheCounters(_Model):
+    """One process's cache lookups. ``fx_hit`` counts every FX graph hit, local or remote;
+    ``fx_remote_*`` count the shared compile cache apart: verified entries it loaded, lookups
+    it had nothing for (or could not be reached), entries it held that were refused (unsigned,
+    a key not pinned, altered) and never loaded, and entries stored in it from this process's
+    compile (a trusted run's first cold compile). None: the shared cache was not used in that
+    process (and in files written before it was counted apart)."""
+
     fx_hit: Count64 = 0
     fx_miss: Count64 = 0
     fx_bypass: Count64 = 0
     aot_hit: Count64 = 0
     aot_miss: Count64 = 0
     aot_bypass: Count64 = 0
+    fx_remote_hit: Count64 | None = None
+    fx_remote_miss: Count64 | None = None
+    fx_remote_refused: Count64 | None = None
+    fx_remote_put: Count64 | None = None
+
+    @property
+    def fx_local_hit(self) -> int:
+        """FX graph hits served by the local cache dir."""
+        return max(self.fx_hit - (self.fx_remote_hit or 0), 0)
 
 
 class Cache(_Model):
     fx: list[CacheKey] = Field(default_factory=list, max_length=1024)
     aot: list[CacheKey] = Field(default_factory=list, max_length=1024)
-    counters: dict[Literal["cold", "warm", "warm_start"], CacheCounters] = Field(
-        default_factory=dict
-    )
+    counters: dict[CachePhase, CacheCounters] = Field(default_factory=dict)
     unknown_reason: Text | None = None
 
 
@@ -580,6 +604,9 @@ class RunSettings(_Model):
     # the models' ``diagnostics`` paths start, so a run read back from the database still finds
     # its traces (None: not recorded, or too long to record)
     results_dir: Short | None = None
+    # the shared compile cache (``--remote-cache``): "read" by each model's remote phase,
+    # "write": also stored what this run's cold compiles compiled (a trusted run); None: unused
+    remote_cache: Literal["read", "write"] | None = None
 
 
 class GpuSpread(_Model):

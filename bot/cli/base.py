@@ -90,7 +90,7 @@ def _show_library_notes() -> None:
 
 
 def let_go_first(fetch: Callable[[], dict[str, str]] | None = None, *,
-                 keep_database: bool = False) -> None:
+                 keep_database: bool = False, keep_remote_writer: bool = False) -> None:
     """Before a measuring command runs the repository's code: do what needs a credential
     (``fetch``: its handover), then run again without any (``bot/measure/credentials.py``). Only
     when this process is the command: one that calls it as a library keeps its
@@ -98,8 +98,9 @@ def let_go_first(fetch: Callable[[], dict[str, str]] | None = None, *,
     from compilewatch.bot.measure.credentials import credentials, let_go, let_go_of
 
     argv = click.get_current_context().meta.get(ARGV)
-    if argv == sys.argv[1:] and credentials(keep_database=keep_database):
-        let_go(argv, fetch() if fetch else None, keep_database=keep_database)
+    keep = {"keep_database": keep_database, "keep_remote_writer": keep_remote_writer}
+    if argv == sys.argv[1:] and credentials(**keep):
+        let_go(argv, fetch() if fetch else None, **keep)
     names = let_go_of()
     if names:
         click.echo(f"compilewatch: let go of {', '.join(names)} before running the "

@@ -144,7 +144,8 @@ warm_cache_options = stacked(
                  help="API base URL for --warm-cache release (GitHub Enterprise: "
                       "https://HOST/api/v3). Env: GITHUB_API_URL."),
     click.option("--cache-public-key", "cache_public_keys", multiple=True, metavar="ed25519:KEY",
-                 help="Public key whose signed manifests --warm-cache may load, beside "
+                 help="Public key whose signed manifests --warm-cache may load (and whose "
+                      "signed entries the --remote-cache phase may load), beside "
                       "[tool.compilewatch] cache_public_keys. Repeatable. An unsigned or "
                       "foreign-signed artifact is refused and the run goes on cold."),
 )
@@ -164,23 +165,39 @@ shard_options = stacked(
                       "from these results files' durations (e.g. the nightly's results.json) "
                       "instead of the database: for runners without one; without --shard, "
                       "the order only. Repeatable."),
-    click.option("--remote-cache", default=None, metavar="redis://HOST:PORT",
-                 help="Share Inductor's FX graph cache on Redis between runners, for warm "
-                      "compiles and timing processes only (cold compiles never read it)."),
+    click.option("--remote-cache", default=None, envvar="COMPILEWATCH_REMOTE_CACHE",
+                 metavar="redis[s]://[USER[:PASSWORD]@]HOST[:PORT][/DB][?prefix=NAME]",
+                 help="Share Inductor's FX graph cache on Redis between runners: each model "
+                      "also compiles once on an empty cache dir reading it (its remote "
+                      "phase), and loads only entries a pinned cache public key signed. Only "
+                      "trusted runs store there (nightly, run --remote-cache-write); pr never "
+                      "does, and refuses a credential that may write. Give a URL with a "
+                      "password in COMPILEWATCH_REMOTE_CACHE, never on the command line "
+                      "(docs/scale.md). Needs the redis extra."),
 )
 """``--shard``, ``--group`` and ``--remote-cache``, shared by ``run``, ``pr`` and ``nightly``."""
 
 
-def shard_options_from(kwargs: dict[str, Any]) -> dict[str, Any]:
+def shard_options_from(kwargs: dict[str, Any], *, remote_write: bool = False
+                       ) -> dict[str, Any]:
+    """``--shard`` and ``--group``, and ``--remote-cache`` checked at once: a bad URL or a
+    password on the command line exits 2; without the redis package the run goes on without
+    the shared cache, and says so first."""
+    from compilewatch.bot.measure.remote import RemoteCacheOptions, check_url
     from compilewatch.bot.shards.plan import parse_shard
-    from compilewatch.compiler.remotecache import parse
+    from compilewatch.compiler.remoteurl import available
 
-    remote = kwargs.pop("remote_cache")
-    if remote is not None:
-        parse(remote)
+    url = kwargs.pop("remote_cache")
+    source = click.get_current_context().get_parameter_source("remote_cache")
+    check_url(url, from_command_line=source == click.core.ParameterSource.COMMANDLINE)
+    if url is not None and not available():
+        click.echo("compilewatch: warning: --remote-cache: the redis package is not "
+                   "installed (pip install 'compilewatch[redis]'); measuring without the "
+                   "shared compile cache", err=True)
+        url = None
     return {"shard": parse_shard(kwargs.pop("shard"), kwargs.pop("group"),
                                  tuple(kwargs.pop("shard_durations"))),
-            "remote_cache": remote}
+            "remote_cache": RemoteCacheOptions(url=url, write=remote_write and url is not None)}
 
 
 
@@ -220,9 +237,14 @@ def shard_options_from(kwargs: dict[str, Any]) -> dict[str, Any]:
                    "--device cuda without a GPU).")
 @warm_cache_options
 @shard_options
+@click.option("--remote-cache-write", is_flag=True,
+              help="Also store each first cold compile's graphs in --remote-cache, signed with "
+                   "COMPILEWATCH_REMOTE_CACHE_KEY, as COMPILEWATCH_REMOTE_CACHE_WRITER (else "
+                   "the --remote-cache user): for a trusted runner measuring a branch you "
+                   "vouch for, never a PR's code.")
 @color_option
 @handle_errors
-def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
+def run_cmd(allow_empty: bool, remote_cache_write: bool, **kwargs: Any) -> None:
     """Measure suites through Dynamo -> AOTAutograd -> Inductor and write a results file.
 
     Every (model, config) runs in isolated worker processes: a cold compile in a fresh process
@@ -241,11 +263,16 @@ def run_cmd(allow_empty: bool, **kwargs: Any) -> None:
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
+    if remote_cache_write and kwargs["remote_cache"] is None:
+        raise click.UsageError("--remote-cache-write stores in the shared compile cache: give "
+                               "it with --remote-cache URL (or COMPILEWATCH_REMOTE_CACHE)")
     from compilewatch.bot.run import fetch_before_letting_go
 
     req = RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
-                     allow_empty=allow_empty, **shard_options_from(kwargs), **kwargs)
-    let_go_first(lambda: fetch_before_letting_go(req), keep_database=True)
+                     allow_empty=allow_empty,
+                     **shard_options_from(kwargs, remote_write=remote_cache_write), **kwargs)
+    let_go_first(lambda: fetch_before_letting_go(req), keep_database=True,
+                 keep_remote_writer=req.remote_cache.write)
     console = make_console(stderr=True)
     from compilewatch.bot.cli.progress import ProgressDisplay
 
@@ -312,15 +339,19 @@ def nightly_cmd(**kwargs: Any) -> None:
         keep_last=kwargs.pop("keep_last"), token_env=kwargs.pop("token_env"),
         github_url=kwargs.pop("github_url"), signing_key_env=kwargs.pop("signing_key_env"),
         signing_key_file=kwargs.pop("signing_key_file"))
+    # a nightly is a trusted writer of the shared compile cache
+    shards = shard_options_from(kwargs, remote_write=True)
     if not (publish.to_dir or publish.to_release):
-        # measuring only (the workflow's measuring job): nothing here needs a credential; a
-        # nightly that publishes keeps the key it signs with (docs/security.md)
-        let_go_first(keep_database=True)
+        # measuring only (the workflow's measuring job): nothing here needs a credential but
+        # the shared cache's writer's; a nightly that publishes keeps the key it signs with
+        # (docs/security.md)
+        let_go_first(keep_database=True,
+                     keep_remote_writer=shards["remote_cache"].write)
     from compilewatch.bot.cli.progress import ProgressDisplay
 
     with ProgressDisplay(measure.quiet) as progress:
-        report = nightly_command(NightlyRequest(measure=measure, publish=publish,
-                                                **shard_options_from(kwargs), **kwargs),
+        report = nightly_command(NightlyRequest(measure=measure, publish=publish, **shards,
+                                                **kwargs),
                                  progress=progress)
     if not measure.quiet:
         _print_nightly(report)

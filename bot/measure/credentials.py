@@ -12,6 +12,11 @@ A database URL with a password cannot be let go of and still be used: ``pr``, wh
 PR's code by design, is refused one (``--no-db``, then ``compilewatch ingest`` in a later step,
 records the run instead); ``run``, ``calibrate`` and ``nightly`` keep the database's own
 password (``keep_database``), since they record into it and measure code the user vouches for.
+
+The shared compile cache (``bot/measure/remote.py``) is the same: its trusted writer's URL and
+key are let go of unless the command is a trusted writer (``keep_remote_writer``); its reader's
+URL is kept, since the workers of its remote phase read with it anyway (a user that may only
+read).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from compilewatch.bot.measure.remote import KEY_ENV, READER_ENV, WRITER_ENV
 from compilewatch.compiler.processes import is_credential, is_secret_name
 from compilewatch.core.errors import UsageError
 
@@ -44,14 +50,18 @@ def _url_password(url: str) -> bool:
 
 
 def credentials(environ: Mapping[str, str] | None = None, *,
-                keep_database: bool = False) -> list[str]:
+                keep_database: bool = False, keep_remote_writer: bool = False) -> list[str]:
     """The names in ``environ`` that hold (or may hold) a credential: those the workers never
     see, less plain settings (libpq's host and user, the runner's folders, a database URL
-    without a password). ``keep_database``: the database's own password is not counted."""
+    without a password, the shared cache's reader URL). ``keep_database``: the database's own
+    password is not counted; ``keep_remote_writer``: nor the shared cache's writer's."""
     env = os.environ if environ is None else environ
     out = []
     for name, value in env.items():
-        if not is_credential(name) or name in PG_PLAIN or _plain_ci(name):
+        if not is_credential(name) or name in PG_PLAIN or _plain_ci(name) \
+                or name == READER_ENV:
+            continue
+        if keep_remote_writer and name in (WRITER_ENV, KEY_ENV):
             continue
         if name == DB_ENV and (keep_database or not _url_password(value)):
             continue
@@ -91,11 +101,11 @@ def check_database(url: str | None, no_db: bool,
 
 
 def let_go(argv: Sequence[str], handoff: Mapping[str, str] | None = None, *,
-           keep_database: bool = False) -> None:
+           keep_database: bool = False, keep_remote_writer: bool = False) -> None:
     """Replace this process with ``compilewatch ARGV`` in an environment without credentials
     (plus ``handoff``); return at once when there is none to let go of. Never returns
     otherwise."""
-    names = credentials(keep_database=keep_database)
+    names = credentials(keep_database=keep_database, keep_remote_writer=keep_remote_writer)
     if not names:
         return
     if os.environ.get(SCRUBBED) is not None:  # the exec'd command found one again

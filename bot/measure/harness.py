@@ -299,7 +299,8 @@ class Measuring:
                             gpus=self.gpus or (), durations=dict(durations or {}))
 
     def run_settings(self, *, suites: list[str], trigger: str = "local",
-                     side: str | None = None, results_dir: str | None = None) -> RunSettings:
+                     side: str | None = None, results_dir: str | None = None,
+                     remote_cache: str | None = None) -> RunSettings:
         """What a results file records of how it was measured; a pr's follow-ups only in a
         pr."""
         pr = trigger == "pr"
@@ -312,7 +313,7 @@ class Measuring:
                            preload_compile_path=self.preload_compile_path,
                            extra_processes=self.extra_processes if pr else 0,
                            extra_cold_processes=self.extra_cold_processes if pr else 0,
-                           results_dir=results_dir)
+                           results_dir=results_dir, remote_cache=remote_cache)
 
 
 def preload_of(sides: list[SideJobs]) -> list[str]:
@@ -382,15 +383,17 @@ def build_results(model_results: list[Any], *, env: Environment, git: dict[str, 
                   sources: list[str], options: Measuring, started: str,
                   trigger: str = "local", side: str | None = None, run_id: str | None = None,
                   host: HostCheck | None = None, finished: bool = True,
-                  code: Code | None = None, results_dir: Path | None = None) -> RunResults:
+                  code: Code | None = None, results_dir: Path | None = None,
+                  remote_cache: str | None = None) -> RunResults:
     """One place that turns measurements into a results file, for ``run``, ``pr`` and
     ``nightly`` alike. ``finished=False``: a checkpoint of a run still going (``finished_at``
-    stays null)."""
+    stays null). ``remote_cache``: the shared cache's role, "read" or "write"."""
     return RunResults(
         schema_version=SCHEMA_VERSION, run_id=run_id or uuid.uuid4().hex, created_at=started,
         finished_at=now() if finished else None, environment=env, git=GitInfo(**(git or {})),
         settings=options.run_settings(suites=sources, trigger=trigger, side=side,
-                                      results_dir=_recordable(results_dir)),
+                                      results_dir=_recordable(results_dir),
+                                      remote_cache=remote_cache),
         results=model_results, host=host, code=code)
 
 

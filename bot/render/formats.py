@@ -22,7 +22,7 @@ from markupsafe import Markup
 from compilewatch.bot.judge.comparison import Comparison, ModelRow
 from compilewatch.bot.judge.host import lanes_note, run_note
 from compilewatch.bot.judge.verdicts import shown_per_call
-from compilewatch.bot.render import filters, plots, run_table, sitemap
+from compilewatch.bot.render import filters, plots, run_table, sharedcache, sitemap
 from compilewatch.bot.render.comparison_table import render_table
 from compilewatch.bot.render.escape import headline, md_code, md_escape, shorten
 from compilewatch.bot.render.run_table import disagrees
@@ -244,6 +244,10 @@ def render_run_html(results: RunResults) -> str:
         "warm_start_total": sum(starts) if (starts := [
             m.compile.warm_start_s for m in results.results
             if m.compile.warm_start_s is not None]) else None,
+        "remote_total": sum(remote) if (remote := [
+            m.compile.remote_s for m in results.results
+            if m.compile.remote_s is not None]) else None,
+        "shared": sharedcache.summary(results),
         "breaks": sum(m.break_count for m in results.results),
         "recompiles": sum(len(m.recompiles) for m in results.results),
     }

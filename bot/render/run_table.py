@@ -12,6 +12,7 @@ from compilewatch.bot.judge.host import run_note
 from compilewatch.bot.judge.verdicts import shown_per_call
 from compilewatch.bot.render.escape import plain
 from compilewatch.bot.render.fit import Column, fitted_table, left_out
+from compilewatch.bot.render.sharedcache import summary as shared_summary
 from compilewatch.core.schema import ModelResult, RunResults, Status
 
 STYLE = {Status.PASS: "green", Status.FAIL: "red", Status.ERROR: "red", Status.TIMEOUT: "red",
@@ -28,7 +29,7 @@ COLUMNS = (Column("model", justify="left"), Column("config", drop=3, justify="le
            Column("status", justify="left"), Column("speedup [95% CI]"),
            Column("eager µs", drop=2), Column("compiled µs", drop=1),
            Column("cold s (1st call)", drop=1), Column("warm s", drop=4),
-           Column("warm start s", drop=4), Column("breaks", drop=2),
+           Column("warm start s", drop=4), Column("remote s", drop=4), Column("breaks", drop=2),
            Column("recompiles", drop=2), Column("accuracy", drop=3))
 
 
@@ -48,7 +49,7 @@ def disagrees(r: ModelResult) -> float | None:
     return ratio if abs(math.log(ratio / r.speedup.value)) > math.log(DISAGREE) else None
 
 
-def _row(r: ModelResult, starts: bool) -> list[str | Text]:
+def _row(r: ModelResult, starts: bool, remote: bool) -> list[str | Text]:
     sp = r.speedup
     speed = "-" if sp is None else f"{sp.value:.2f}x [{sp.ci_low:.2f}, {sp.ci_high:.2f}]"
     if sp is not None and disagrees(r) is not None:
@@ -62,7 +63,8 @@ def _row(r: ModelResult, starts: bool) -> list[str | Text]:
     return [Text(plain(f"{r.suite}/{r.model}")), r.config.slug,
             f"[{STYLE[r.status]}]{status}[/]", speed, _s(eager, "{:.1f}"),
             _s(compiled, "{:.1f}"), _s(r.compile.cold_s), _s(r.compile.warm_s),
-            *((_s(r.compile.warm_start_s),) if starts else ()), str(r.break_count),
+            *((_s(r.compile.warm_start_s),) if starts else ()),
+            *((_s(r.compile.remote_s),) if remote else ()), str(r.break_count),
             str(len(r.recompiles)), acc]
 
 
@@ -71,14 +73,19 @@ def summary_table(results: RunResults, width: int = WIDE) -> Group:
     columns a narrow terminal left out."""
     # Warm start (empty cache dir + a portable cache artifact) only when some model has one.
     starts = any(r.compile.warm_start_s is not None for r in results.results)
-    columns = [c for c in COLUMNS if starts or c.header != "warm start s"]
+    # the remote phase (empty cache dir + the shared compile cache) likewise
+    remote = any(r.compile.remote_s is not None for r in results.results)
+    columns = [c for c in COLUMNS if (starts or c.header != "warm start s")
+               and (remote or c.header != "remote s")]
     table, hidden = fitted_table(
         f"compilewatch run {results.run_id[:12]} (torch {results.environment.torch}, "
         f"{results.environment.gpu or 'cpu'})", columns,
-        [_row(r, starts) for r in results.results], width)
+        [_row(r, starts, remote) for r in results.results], width)
     lines: list[Text] = []
     if (note := run_note(results.host)) is not None:
         lines.append(Text(f"noisy host: {note}", style="yellow"))
+    if (shared := shared_summary(results)) is not None:
+        lines.append(Text(plain(shared)))
     if any(r.speedup for r in results.results):
         lines.append(Text(LEGEND, style="dim"))
     if (out := left_out(hidden, width, "widen the terminal, or see the run's report.html")):

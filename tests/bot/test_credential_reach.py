@@ -26,6 +26,9 @@ from tests.userrepo import git
 TOKEN = "ghp_FAKEtoken0123456789abcdefABCDEF0123"
 SIGNING = "-----BEGIN PRIVATE KEY-----MC4CAQAwBQYDK2VwBCIEIFAKEsigningKEY0123456789abcdefgh"
 AWS = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYFAKEKEY0123"
+# the shared compile cache's trusted writer: its URL (a password) and its signing key
+WRITER = "redis://nightly:FAKEwriterPW0123456789abcdef@127.0.0.1:1/0"
+WRITER_KEY = "-----BEGIN PRIVATE KEY-----MC4CAQAwBQYDK2VwBCIEIFAKEwriterKEY0123456789abcd"
 CONTROL = "cw-control-process"
 
 SEARCH = '''
@@ -167,7 +170,11 @@ def net():
 
 
 NEEDLES = {name: (value[:6], len(value), hashlib.sha256(value.encode()).hexdigest())
-           for name, value in {"token": TOKEN, "signing": SIGNING, "aws": AWS}.items()}
+           for name, value in {"token": TOKEN, "signing": SIGNING, "aws": AWS,
+                               "writer": WRITER, "writer_key": WRITER_KEY}.items()}
+SECRETS = {"GITHUB_TOKEN": TOKEN, "COMPILEWATCH_SIGNING_KEY": SIGNING,
+           "AWS_SECRET_ACCESS_KEY": AWS, "COMPILEWATCH_REMOTE_CACHE_WRITER": WRITER,
+           "COMPILEWATCH_REMOTE_CACHE_KEY": WRITER_KEY}
 
 
 SHADOW = '''
@@ -207,8 +214,7 @@ def test_pr_code_finds_no_credential_anywhere_it_can_reach(isolation: str,
     findings = tmp_path / "findings"
     repo = tmp_path / "repo"
     _repo(repo, findings)
-    secrets = {"GITHUB_TOKEN": TOKEN, "COMPILEWATCH_SIGNING_KEY": SIGNING,
-               "AWS_SECRET_ACCESS_KEY": AWS}
+    secrets = SECRETS
     # as the workflow starts it, from the PR's checkout: its console script
     script = Path(sys.executable).with_name("compilewatch")
     start = [str(script)] if script.is_file() else [sys.executable, "-P", "-m",
@@ -238,7 +244,8 @@ def test_pr_code_finds_no_credential_anywhere_it_can_reach(isolation: str,
     # the pr process itself (its re-executed self) was among those searched, with the fork
     # server or the spawned workers' parents
     assert "compilewatch.bot.cli" in searched, searched
-    assert "let go of AWS_SECRET_ACCESS_KEY, COMPILEWATCH_SIGNING_KEY, GITHUB_TOKEN " \
+    assert "let go of AWS_SECRET_ACCESS_KEY, COMPILEWATCH_REMOTE_CACHE_KEY, " \
+        "COMPILEWATCH_REMOTE_CACHE_WRITER, COMPILEWATCH_SIGNING_KEY, GITHUB_TOKEN " \
         "before running the repository's code" in proc.stderr
 
 
@@ -250,8 +257,7 @@ def test_the_search_finds_what_a_process_holds(tmp_path: Path) -> None:
     script.write_text(textwrap.dedent(SEARCH.format(
         needles=NEEDLES, exclude=os.getpid(), control=CONTROL, findings=str(findings)))
         + '\nsearch("control", control=True)\n')
-    secrets = {"GITHUB_TOKEN": TOKEN, "COMPILEWATCH_SIGNING_KEY": SIGNING,
-               "AWS_SECRET_ACCESS_KEY": AWS}
+    secrets = SECRETS
     control = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)", CONTROL],
                                env={**os.environ, **secrets})
     try:
@@ -263,7 +269,8 @@ def test_the_search_finds_what_a_process_holds(tmp_path: Path) -> None:
     (report,) = [json.loads(p.read_text()) for p in findings.glob("control-*.json")]
     report.pop("self")
     (places,) = report.values()
-    assert places["environ"] == ["aws", "signing", "token"]
-    assert places["mem"] in ("denied", ["aws", "signing", "token"])
+    every = ["aws", "signing", "token", "writer", "writer_key"]
+    assert places["environ"] == every
+    assert places["mem"] in ("denied", every)
     if os.geteuid() == 0:  # root may read any process's memory: so may the search
-        assert places["mem"] == ["aws", "signing", "token"]
+        assert places["mem"] == every

@@ -133,3 +133,23 @@ def test_doctor_json_of_a_machine_that_cannot_run_exits_2_after_the_json(
     data = json.loads(res.stdout)
     assert data["can_run"] is False
     assert next(c for c in data["checks"] if c["name"] == "C++ compiler")["status"] == "fail"
+
+
+def test_doctor_says_when_the_shared_cache_cannot_work(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The redis package is an extra: without it --remote-cache is off, and doctor says how to
+    install it; a URL in the environment is checked and read once."""
+    missing = _line(_run(tmp_path, redis=lambda: None), "shared cache")
+    assert missing.status == "warn" and "pip install 'compilewatch[redis]'" in missing.detail
+    assert _run(tmp_path, redis=lambda: None).can_run  # not the main job's
+    monkeypatch.setenv("COMPILEWATCH_REMOTE_CACHE", "redis://pr:hunter2@127.0.0.1/x")
+    bad = _line(_run(tmp_path, redis=lambda: "8.2.0"), "shared cache")
+    assert bad.status == "warn" and "database 'x'" in bad.detail and "hunter2" not in bad.detail
+    from tests.redisserver import redis_server
+
+    with redis_server(tmp_path / "redis") as server:
+        monkeypatch.setenv("COMPILEWATCH_REMOTE_CACHE", f"redis://127.0.0.1:{server.port}/2")
+        good = _line(_run(tmp_path, redis=lambda: "8.2.0"), "shared cache")
+    assert good.status == "ok" and f"127.0.0.1:{server.port}/2" in good.detail
+    refused = _line(_run(tmp_path, redis=lambda: "8.2.0"), "shared cache")  # stopped now
+    assert refused.status == "warn" and "ConnectionError" in refused.detail

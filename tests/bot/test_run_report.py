@@ -51,6 +51,50 @@ def test_run_report_shows_warm_start_only_when_there_is_one():
            "aot_autograd 0.70 s · FX cache 2 hits, 0 misses" in html
 
 
+def _shared(run, *, refused: int = 0):  # type: ignore[no-untyped-def]
+    """``run`` as a trusted writer of the shared compile cache left it: the mlp's cold compile
+    stored 2 graphs, its remote phase loaded them (or refused them)."""
+    from compilewatch.core.schema import CacheCounters
+
+    run.settings = run.settings.model_copy(update={"remote_cache": "write"})
+    mlp = run.results[0]
+    mlp.compile = mlp.compile.model_copy(update={"remote_s": 3.5, "remote_phases": {
+        "dynamo": 0.5, "inductor": 2.0}})
+    loaded = 2 - refused
+    mlp.cache = mlp.cache.model_copy(update={"counters": {
+        "cold": CacheCounters(fx_miss=2, fx_remote_put=2),
+        "remote": CacheCounters(fx_hit=loaded, fx_miss=refused, fx_remote_hit=loaded,
+                                fx_remote_miss=0, fx_remote_refused=refused)}})
+    return run
+
+
+def test_run_report_shows_which_phases_used_the_shared_cache():
+    run = _run()
+    assert "shared compile cache" not in render_run_html(run).lower()
+    html = render_run_html(_shared(run))
+    assert "<th>remote phase (shared cache)</th>" in html and "remote phase total<b>3.50 s</b>" \
+        in html
+    assert "Shared compile cache (read and stored): cold compiles of 1 model: 2 stored; remote " \
+           "phases of 1 model: 2 loaded (0 local hits), 0 missed, 0 refused." in html
+    assert "FX cache 2 loaded from the shared cache, 0 local hits, 0 misses, 0 refused" in html
+    assert "Stored in the shared compile cache from the first cold compile: 2 FX graphs" in html
+    refused = render_run_html(_shared(_run(), refused=2))
+    assert '<span class="fail">2 refused</span>' in refused
+    assert "0 loaded (0 local hits), 0 missed, 2 refused" in refused
+
+
+def test_the_summary_table_says_it_too():
+    from rich.console import Console
+
+    from compilewatch.bot.render.run_table import summary_table
+
+    console = Console(width=200, record=True)
+    console.print(summary_table(_shared(_run()), width=200))
+    text = console.export_text()
+    assert "remote s" in text and "3.50" in text
+    assert "Shared compile cache (read and stored): cold compiles of 1 model: 2 stored" in text
+
+
 def test_report_command_from_a_file_and_from_a_run_id(tmp_path):
     run = _run()
     save_results(run, tmp_path / "r.json")

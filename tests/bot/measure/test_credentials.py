@@ -4,6 +4,8 @@ tests/bot/test_credential_reach.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -60,3 +62,37 @@ def test_the_pr_command_exits_2_naming_the_password(monkeypatch: pytest.MonkeyPa
     assert result.exit_code == 2, result.output
     assert "COMPILEWATCH_DB holds a password" in result.output
     assert "hunter2" not in result.output
+
+
+SHARED = {"COMPILEWATCH_REMOTE_CACHE": "redis://pr:reader-pw@cache:6379/1",
+          "COMPILEWATCH_REMOTE_CACHE_WRITER": "redis://trusted:writer-pw@cache:6379/1",
+          "COMPILEWATCH_REMOTE_CACHE_KEY": "-----BEGIN PRIVATE KEY-----writer",
+          "TORCHINDUCTOR_REDIS_URL": "redis://:torch-pw@cache", "TORCHINDUCTOR_REDIS_HOST": "cache"}
+
+
+def test_the_shared_cache_s_writer_goes_unless_the_command_is_its_writer() -> None:
+    """The writer's URL and key are let go of (a pr; a run that does not store); the reader's
+    URL stays: the remote phase's workers read with it anyway."""
+    names = credentials({**HOST, **SHARED})
+    assert {"COMPILEWATCH_REMOTE_CACHE_WRITER", "COMPILEWATCH_REMOTE_CACHE_KEY",
+            "TORCHINDUCTOR_REDIS_URL", "TORCHINDUCTOR_REDIS_HOST"} <= set(names)
+    assert "COMPILEWATCH_REMOTE_CACHE" not in names
+    kept = credentials({**HOST, **SHARED}, keep_remote_writer=True)
+    assert "COMPILEWATCH_REMOTE_CACHE_WRITER" not in kept
+    assert "COMPILEWATCH_REMOTE_CACHE_KEY" not in kept
+    assert "TORCHINDUCTOR_REDIS_URL" in kept and "GITHUB_TOKEN" in kept
+
+
+def test_no_worker_environment_holds_the_shared_cache_s_credentials(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the writer's nor the reader's, nor torch's own Redis settings: a remote phase
+    gets its reader's URL in its spec, and nothing else of the shared cache."""
+    from compilewatch.compiler.processes import Redactor, allowed_env, worker_env
+
+    for name, value in SHARED.items():
+        monkeypatch.setenv(name, value)
+    for env in (allowed_env(), worker_env(Path("/tmp/c"))):
+        assert not [k for k in env if "REDIS" in k or k.startswith("COMPILEWATCH_REMOTE")]
+        assert not [v for v in env.values() if "-pw" in v or "PRIVATE KEY" in v]
+    # and what still reaches a worker's output is redacted
+    assert "writer-pw" not in Redactor()("leaked redis://trusted:writer-pw@cache:6379/1")
