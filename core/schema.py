@@ -357,17 +357,13 @@ class CacheKey(_Model):
     values: dict[Short, Text] = Field(default_factory=dict, max_length=4096)
     hit: bool | None = None
     state: Literal["hit", "miss", "bypass", "unknown"] = "unknown"
-<<<<<<< HEAD
-    phase: Literal["cold", "warm", "warm_start"] = "cold"
+    phase: Literal["cold", "warm", "warm_start", "remote"] = "cold"
     # torch's own reason where the lookup bypassed the cache (the graph is not keyed, so every
     # process compiles it from scratch: a warm start costs a cold compile)
     bypass_reason: Text | None = None
-=======
-    phase: Literal["cold", "warm", "warm_start", "remote"] = "cold"
 
 
 CachePhase = Literal["cold", "warm", "warm_start", "remote"]
->>>>>>> t45r
 
 
 class CacheCounters(_Model):
