@@ -267,8 +267,9 @@ def test_the_dashboard_says_nights_only_for_nightly_runs_on_different_dates(
     url = f"sqlite:///{tmp_path / 'cw.db'}"
     with connect(url) as db:
         for i, t in enumerate(times):
-            run = nightly_history(1)[0].model_copy(update={"run_id": f"run-{i:08d}",
-                                                           "created_at": f"{t}+00:00"})
+            run = nightly_history(1)[0].model_copy(update={
+                "run_id": f"run-{i:08d}", "created_at": f"{t}+00:00",
+                "finished_at": f"{t}+00:00"})
             run.settings.trigger = trigger  # type: ignore[assignment]
             ingest(db, run)
     res = CliRunner().invoke(main, ["trends", "--out", str(tmp_path / "site"), "--db", url,
