@@ -92,5 +92,5 @@ def test_pr_plans_each_side_per_task() -> None:
     MeasureOptions(rounds=4000, timing_processes=2)])
 def test_a_library_caller_gets_the_checks_of_the_command_line(options: MeasureOptions) -> None:
     """``MeasureOptions`` built in Python, not by click: nan passes every ``<= 0``."""
-    with pytest.raises(UsageError, match="finite and > 0|timing samples a model"):
+    with pytest.raises(UsageError, match=r"finite and > 0|timing samples a model"):
         options.resolve()
