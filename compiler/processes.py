@@ -96,6 +96,10 @@ class Redactor:
 
 class Proc(Protocol):
     pid: int
+    trouble: str | None  # why its exit cannot be known (a forked child's lost report)
+
+    @property
+    def doubts(self) -> list[str]: ...  # what its fork server's channel said untruly of it
 
     def poll(self) -> int | None: ...
 
@@ -105,9 +109,15 @@ class Proc(Protocol):
 class _Spawned:
     """A spawned worker: ``Popen`` whose kill takes its whole process group."""
 
+    trouble = None  # a spawned worker's exit is its own parent's to see
+
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self.popen = popen
         self.pid = popen.pid
+
+    @property
+    def doubts(self) -> list[str]:
+        return []
 
     def poll(self) -> int | None:
         return self.popen.poll()
@@ -188,6 +198,8 @@ class Launcher:
         for server in self._servers.values():
             if server is not None:
                 server.close()
+                for note in server.notes:  # also what came while no worker ran
+                    self._note(note)
         proctree.kill_all(proctree.marked(self._run))
         proctree.reap_strays(since=self._started)
         shutil.rmtree(self.root, ignore_errors=True)
@@ -279,7 +291,18 @@ class Launcher:
             with self._lock:
                 self._live.pop(proc.pid, None)
         seconds = time.monotonic() - start
-        return self._outcome(spec, proc, timed_out, last, log_path, import_s, launch), seconds
+        output = self._outcome(spec, proc, timed_out, last, log_path, import_s, launch)
+        return self._with_doubts(output, proc), seconds
+
+    def _with_doubts(self, output: WorkerOutput, proc: Proc) -> WorkerOutput:
+        """What the fork server's channel said untruly while this worker ran, in its result's
+        notes and the run's: no one else could have written it (docs/security.md)."""
+        doubts = proc.doubts
+        for doubt in doubts:
+            self._note(doubt)
+        if not doubts:
+            return output
+        return output.model_copy(update={"notes": [*output.notes, *doubts][:64]})
 
     def _start(self, launch: Launch, spec_path: Path, env: dict[str, str], log: Path,
                work: Path) -> tuple[Proc, float | None]:
@@ -316,6 +339,10 @@ class Launcher:
             return _failed(spec, Category.TIMEOUT, _headed(
                 f"no result after {launch.timeout_s:g} s (last phase: {last or 'start'}); "
                 "killed", log_tail[-STACK_LOG_CHARS:] + where))
+        if proc.trouble is not None:
+            return _failed(spec, Category.INFRA, _headed(
+                f"worker without a result in phase {last or 'start'}: {proc.trouble}",
+                log_tail))
         code = proc.poll()
         code = -signal.SIGKILL if code is None else code
         how = (f"killed by {_signal_name(code)}" + (" (possibly out of memory)"

@@ -20,6 +20,7 @@ from contextlib import suppress
 
 MARKER = "COMPILEWATCH_JOB"
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PREFIX = f"{MARKER}=".encode()
@@ -44,6 +45,13 @@ def die_with_parent(expected_parent: int | None = None) -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(137)
+
+
+def set_dumpable(dumpable: bool) -> bool:
+    """Whether another process of our user may open this one's ``/proc/<pid>/fd``, ``mem``
+    and ``environ``, or ptrace it (root may still). Linux only: elsewhere a no-op that
+    returns False (there is no ``/proc/<pid>/fd`` to open there)."""
+    return _prctl(_PR_SET_DUMPABLE, int(dumpable))
 
 
 def become_subreaper() -> bool:
