@@ -245,6 +245,7 @@ class ForkServer:
                 start_new_session=True)
         finally:
             theirs.close()
+        proctree.helper(self.proc.pid)
         self._stream: IO[bytes] = self._sock.makefile("rb")
         self._state = _State()
         self.hello = self._ready()
@@ -367,6 +368,7 @@ class ForkServer:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        proctree.helper_done(self.proc.pid)
         reader = getattr(self, "_reader", None)
         if reader is not None:
             reader.join(5)  # at EOF once the server is gone

@@ -287,6 +287,7 @@ class Launcher:
             # CI job): the worker, its compile workers and whatever it started must not outlive
             # it, or they hold the GPU and skew the next measurement.
             proc.kill()
+            proctree.helper_done(proc.pid)
             proctree.kill_all(proctree.marked(marker))
             with self._lock:
                 self._live.pop(proc.pid, None)
@@ -318,6 +319,7 @@ class Launcher:
                 module_command(launch.python, "compilewatch.compiler.worker", str(spec_path)),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 cwd=work, start_new_session=True)
+        proctree.helper(popen.pid)  # until it is done: no stray of a listing beside it
         return _Spawned(popen), None
 
     def _outcome(self, spec: WorkerSpec, proc: Proc, timed_out: bool, last: str, log: Path,
