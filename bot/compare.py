@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from compilewatch.bot.github.outdir import DIAGNOSTICS, staging, write_outdir
 from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.history.noise import noise_bands
 from compilewatch.bot.history.sides import load_side, results_root
@@ -14,8 +16,8 @@ from compilewatch.bot.judge.project import compare_with_project
 from compilewatch.bot.measure.outcome import check_something_measured
 from compilewatch.bot.render.diagnostics import relink
 from compilewatch.bot.render.formats import Format, render
-from compilewatch.bot.shards.merge import merge_if_sharded
-from compilewatch.core.files import write_atomic
+from compilewatch.bot.shards.merge import check_pair, merge_if_sharded
+from compilewatch.core.files import check_disjoint, copy_plain, plain_tree, write_atomic
 from compilewatch.core.results_file import dumps_results, load_results
 from compilewatch.core.schema import RunResults
 
@@ -29,21 +31,31 @@ def load_sides(spec: str, db_url: str | None) -> RunResults:
 
 def merge_outdirs(dirs: list[Path], out: Path, repo: Path = Path(".")) -> Comparison:
     """``compilewatch merge`` of ``pr --shard`` output directories: base.json and head.json of
-    every shard merged per side, compared again, and written as one output directory."""
+    every shard merged per side, compared again, and written as one output directory.
+
+    Everything is checked before anything is written: the shards (one group, one plan, each
+    reporting only its own models), both sides one ``pr``'s, and each shard's diagnostics
+    plain files and folders that no other shard's overwrite (``core/files.py``). The output is
+    built beside ``out`` and moved in whole."""
     runs = {s: merge_if_sharded([load_results(d / f"{s}.json") for d in dirs])
             for s in ("base", "head")}
+    check_pair(runs["base"], runs["head"])
+    trees = {d / DIAGNOSTICS: plain_tree(d / DIAGNOSTICS) for d in dirs
+             if os.path.lexists(d / DIAGNOSTICS)}
+    check_disjoint(trees)
     comparison = compare_with_project(runs["base"], runs["head"], repo, None)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in {"base.json": dumps_results(runs["base"]),
+    stage = staging(out)
+    try:
+        for root, entries in trees.items():
+            copy_plain(root, entries, stage / DIAGNOSTICS)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    write_outdir(out, {"base.json": dumps_results(runs["base"]),
                        "head.json": dumps_results(runs["head"]),
                        "comparison.json": render(comparison, "json"),
                        "comment.md": render(comparison, "markdown"),
-                       "report.html": render(comparison, "html")}.items():
-        write_atomic(out / name, text)
-    for d in dirs:  # each model's files are under names of their own: the trees never clash
-        kept = d / "diagnostics"
-        if kept.is_dir() and not kept.is_symlink():
-            shutil.copytree(kept, out / "diagnostics", symlinks=True, dirs_exist_ok=True)
+                       "report.html": render(comparison, "html")}, stage)
     return comparison
 
 

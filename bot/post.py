@@ -35,7 +35,7 @@ from compilewatch.bot.history.noise import noise_bands
 from compilewatch.bot.judge.project import compare_with_project
 from compilewatch.bot.render.formats import MARKER, render
 from compilewatch.bot.render.neutralise import neutralise
-from compilewatch.bot.shards.merge import merge_if_sharded
+from compilewatch.bot.shards.merge import check_pair, merge_if_sharded
 from compilewatch.core.errors import GitHubError, ResultsFileError, UsageError
 from compilewatch.core.results_file import load_results
 from compilewatch.core.schema import MAX_SHARDS, RunResults
@@ -158,10 +158,10 @@ def validate_outdirs(outdirs: Path | Sequence[Path]) -> tuple[RunResults, RunRes
     dirs = [outdirs] if isinstance(outdirs, Path | str) else list(outdirs)
     if not 1 <= len(dirs) <= MAX_SHARDS:
         raise UsageError(f"post takes 1 to {MAX_SHARDS} output directories, not {len(dirs)}")
-    if len(dirs) == 1:
-        return validate_outdir(Path(dirs[0]))
     pairs = [validate_outdir(Path(d)) for d in dirs]
-    return merge_if_sharded([b for b, _ in pairs]), merge_if_sharded([h for _, h in pairs])
+    base, head = merge_if_sharded([b for b, _ in pairs]), merge_if_sharded([h for _, h in pairs])
+    check_pair(base, head)  # both sides one pr's shards: one group, one plan
+    return base, head
 
 
 def _check_target(repo: str, pr: int | None, sha: str, head: RunResults) -> None:

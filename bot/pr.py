@@ -15,7 +15,6 @@ import functools
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from compilewatch.bot.cache.fetch import (
 )
 from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.checkout.worktrees import worktrees
-from compilewatch.bot.github.outdir import DIAGNOSTICS, OUT_FILES
+from compilewatch.bot.github.outdir import DIAGNOSTICS, OUT_FILES, staging, write_outdir
 from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.history.noise import noise_bands_of
 from compilewatch.bot.judge.comparison import Comparison
@@ -172,33 +171,6 @@ def check_models_matched(plans: Iterable[SidePlan], models: Iterable[str]) -> No
     unmatched = [p for p in models if not any(fnmatch.fnmatchcase(n, p) for n in names)]
     if unmatched:
         raise UsageError(unmatched_models(unmatched, names, "either side"))
-
-
-def staging(out: Path) -> Path:
-    """A sibling temp dir the output is built in (diagnostics while measuring, files at the
-    end), so a failure never leaves a half-written outdir."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-
-
-def write_outdir(out: Path, files: dict[str, str], stage: Path | None = None) -> None:
-    """Write the files into ``stage`` (made here when None), then move them and the stage's
-    diagnostics into ``out``."""
-    tmp = stage or staging(out)
-    try:
-        for name, text in files.items():
-            (tmp / name).write_text(text, encoding="utf-8")
-        if not out.exists():
-            os.replace(tmp, out)
-            return
-        old = out / DIAGNOSTICS
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old)
-        for name in [*files, DIAGNOSTICS]:
-            if (tmp / name).exists():
-                os.replace(tmp / name, out / name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def check_outdir(out: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from compilewatch.bot.checkout.git import repository_filter
 from compilewatch.bot.history.dashboard import PAGE_BUDGET, write_site
 from compilewatch.bot.history.series import load_trends
+from compilewatch.bot.render.formats import check_url
 from compilewatch.bot.render.sitemap import Links
 from compilewatch.core.errors import NothingMeasured
 from compilewatch.db import RunInfo, connect, list_runs
@@ -131,6 +132,8 @@ def trends_command(req: TrendsRequest) -> TrendsReport:
     No matching run raises ``NothingMeasured`` saying why (nothing is written), unless
     ``allow_empty``: then the empty dashboard is written and the reason is the warning.
     """
+    if req.report_url is not None:  # a chart's points link there: http(s) only
+        check_url(req.report_url, "--report-url")
     filters = Filters(ref=req.ref, trigger=req.trigger, suite=req.suite, since=req.since,
                       repository=repository_filter(req.repo))
     with connect(req.db_url, must_exist=True) as db:

@@ -99,6 +99,10 @@ class Redactor:
 
 class Proc(Protocol):
     pid: int
+    trouble: str | None  # why its exit cannot be known (a forked child's lost report)
+
+    @property
+    def doubts(self) -> list[str]: ...  # what its fork server's channel said untruly of it
 
     def poll(self) -> int | None: ...
 
@@ -108,9 +112,15 @@ class Proc(Protocol):
 class _Spawned:
     """A spawned worker: ``Popen`` whose kill takes its whole process group."""
 
+    trouble = None  # a spawned worker's exit is its own parent's to see
+
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self.popen = popen
         self.pid = popen.pid
+
+    @property
+    def doubts(self) -> list[str]:
+        return []
 
     def poll(self) -> int | None:
         return self.popen.poll()
@@ -191,6 +201,8 @@ class Launcher:
         for server in self._servers.values():
             if server is not None:
                 server.close()
+                for note in server.notes:  # also what came while no worker ran
+                    self._note(note)
         proctree.kill_all(proctree.marked(self._run))
         proctree.reap_strays(since=self._started)
         shutil.rmtree(self.root, ignore_errors=True)
@@ -278,11 +290,23 @@ class Launcher:
             # CI job): the worker, its compile workers and whatever it started must not outlive
             # it, or they hold the GPU and skew the next measurement.
             proc.kill()
+            proctree.helper_done(proc.pid)
             proctree.kill_all(proctree.marked(marker))
             with self._lock:
                 self._live.pop(proc.pid, None)
         seconds = time.monotonic() - start
-        return self._outcome(spec, proc, timed_out, last, log_path, import_s, launch), seconds
+        output = self._outcome(spec, proc, timed_out, last, log_path, import_s, launch)
+        return self._with_doubts(output, proc), seconds
+
+    def _with_doubts(self, output: WorkerOutput, proc: Proc) -> WorkerOutput:
+        """What the fork server's channel said untruly while this worker ran, in its result's
+        notes and the run's: no one else could have written it (docs/security.md)."""
+        doubts = proc.doubts
+        for doubt in doubts:
+            self._note(doubt)
+        if not doubts:
+            return output
+        return output.model_copy(update={"notes": [*output.notes, *doubts][:64]})
 
     def _start(self, launch: Launch, spec_path: Path, env: dict[str, str], log: Path,
                work: Path) -> tuple[Proc, float | None]:
@@ -298,6 +322,7 @@ class Launcher:
                 module_command(launch.python, "compilewatch.compiler.worker", str(spec_path)),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 cwd=work, start_new_session=True)
+        proctree.helper(popen.pid)  # until it is done: no stray of a listing beside it
         return _Spawned(popen), None
 
     def _outcome(self, spec: WorkerSpec, proc: Proc, timed_out: bool, last: str, log: Path,
@@ -319,6 +344,10 @@ class Launcher:
             return _failed(spec, Category.TIMEOUT, _headed(
                 f"no result after {launch.timeout_s:g} s (last phase: {last or 'start'}); "
                 "killed", log_tail[-STACK_LOG_CHARS:] + where))
+        if proc.trouble is not None:
+            return _failed(spec, Category.INFRA, _headed(
+                f"worker without a result in phase {last or 'start'}: {proc.trouble}",
+                log_tail))
         code = proc.poll()
         code = -signal.SIGKILL if code is None else code
         how = (f"killed by {_signal_name(code)}" + (" (possibly out of memory)"

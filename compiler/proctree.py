@@ -20,6 +20,7 @@ from contextlib import suppress
 
 MARKER = "COMPILEWATCH_JOB"
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PREFIX = f"{MARKER}=".encode()
@@ -44,6 +45,13 @@ def die_with_parent(expected_parent: int | None = None) -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(137)
+
+
+def set_dumpable(dumpable: bool) -> bool:
+    """Whether another process of our user may open this one's ``/proc/<pid>/fd``, ``mem``
+    and ``environ``, or ptrace it (root may still). Linux only: elsewhere a no-op that
+    returns False (there is no ``/proc/<pid>/fd`` to open there)."""
+    return _prctl(_PR_SET_DUMPABLE, int(dumpable))
 
 
 def become_subreaper() -> bool:
@@ -190,19 +198,54 @@ def now_ticks() -> int:
         return int(float(f.read().split()[0]) * _TICK)
 
 
+_HELPERS: set[int] = set()  # children we started in a session of their own and still wait for
+_HELPERS_LOCK = threading.Lock()
+STRAY_ROUNDS = 100  # of killing what was re-parented to us; each kill re-parents the next
+
+
+def helper(pid: int) -> None:
+    """``pid`` is a child of ours in a session of its own that we still wait for (a listing
+    child, a fork server, a spawned worker): never a stray while it runs."""
+    with _HELPERS_LOCK:
+        _HELPERS.add(pid)
+
+
+def helper_done(pid: int) -> None:
+    with _HELPERS_LOCK:
+        _HELPERS.discard(pid)
+
+
+def session_of(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[3]) if fields else None
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid``, whatever its process group or environment."""
+    kill_all([pid for pid in _pids() if pid != sid and session_of(pid) == sid])
+
+
 def reap_strays(since: int) -> list[int]:
     """Kill and reap our children that started after ``since`` in a session of their own:
-    orphans a worker left (re-parented to us, the subreaper), never our own helpers."""
+    orphans a worker or a listing left (re-parented to us, the subreaper), whatever their
+    environment, never our own helpers. Again until none is left: killing one re-parents its
+    children to us (a chain of daemons), at most ``STRAY_ROUNDS`` times."""
     me, session = os.getpid(), os.getsid(0)
-    strays = []
-    for pid in _pids():
-        fields = _stat(pid)
-        if fields and int(fields[1]) == me and int(fields[19]) >= since:
-            with suppress(ProcessLookupError, PermissionError):
-                if os.getsid(pid) != session:
-                    strays.append(pid)
-    kill_all(strays)
-    for pid in strays:
-        with suppress(ChildProcessError, OSError):
-            os.waitpid(pid, 0)
-    return strays
+    killed: list[int] = []
+    for _ in range(STRAY_ROUNDS):
+        with _HELPERS_LOCK:
+            keep = set(_HELPERS)
+        strays = []
+        for pid in _pids():
+            fields = _stat(pid)
+            if fields and int(fields[1]) == me and int(fields[19]) >= since \
+                    and pid not in keep and int(fields[3]) != session:
+                strays.append(pid)
+        if not strays:
+            break
+        kill_all(strays)
+        for pid in strays:  # once reaped, its own children are ours
+            with suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+        killed += strays
+    return killed

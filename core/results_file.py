@@ -124,7 +124,9 @@ def parse_results(data: Any, source: str = "<data>") -> RunResults:
     except ResultsFileError as e:
         raise ResultsFileError(f"{source}: {e}") from None
     try:
-        return RunResults.model_validate(data)
+        # strict: a file's ``true`` is no integer and its ``"5"`` no number (lax pydantic
+        # reads them as 1 and 5)
+        return RunResults.model_validate(data, strict=True)
     except ValidationError as e:
         raise ResultsFileError(f"{source}: {_describe(e)}") from None
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -52,9 +55,29 @@ def _storable(text: str) -> str:
     return text
 
 
+def utc_time(text: str) -> datetime:
+    """An ISO 8601 time as an aware UTC time (no zone means UTC). Raises ``ValueError``
+    naming the value: a date that does not exist (``2026-02-30``) or one that leaves the
+    range of dates when moved to UTC (``0001-01-01T00:00:00+01:00``)."""
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text[:64]!r} is not an ISO 8601 time") from None
+    try:
+        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{text[:64]!r} is out of range in UTC") from None
+
+
+def _is_time(text: str) -> str:
+    utc_time(text)
+    return text
+
+
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Short = Annotated[str, StringConstraints(max_length=MAX_SHORT_CHARS), AfterValidator(_storable)]
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS), AfterValidator(_storable)]
+Time = Annotated[str, StringConstraints(max_length=MAX_SHORT_CHARS), AfterValidator(_is_time)]
 # Integers are bounded by the column that stores them, so that no database refuses a valid file.
 Count32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Positive32 = Annotated[int, Field(ge=1, le=INT32_MAX)]
@@ -72,6 +95,22 @@ Samples = Annotated[list[Annotated[float, Field(ge=0.0)]], Field(max_length=MAX_
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _member_of(kind: type[StrEnum]) -> Any:
+    """A JSON string as a member of ``kind`` before a strict reading checks its type (strict
+    validation of parsed JSON wants the enum itself, though a file can only hold its value)."""
+
+    def member(value: Any) -> Any:
+        if isinstance(value, str) and not isinstance(value, kind):
+            try:
+                return kind(value)
+            except ValueError:
+                raise ValueError(f"{value[:64]!r} is not one of "
+                                 f"{', '.join(m.value for m in kind)}") from None
+        return value
+
+    return BeforeValidator(member)
 
 
 class Status(StrEnum):
@@ -498,8 +537,8 @@ class ModelResult(_Model):
     model: Name
     suite: Name
     config: Config
-    status: Status
-    category: Category = Category.OK
+    status: Annotated[Status, _member_of(Status)]
+    category: Annotated[Category, _member_of(Category)] = Category.OK
     error: Text | None = None
     tags: list[Name] = Field(default_factory=list, max_length=32)
     speedup: Interval | None = None
@@ -674,14 +713,26 @@ class Sharding(_Model):
             raise ValueError(f"runs: a shard index is not below count {self.count}")
         if len({r.index for r in self.runs}) != len(self.runs):
             raise ValueError("runs: a shard is listed twice")
+        if self.index is not None and not self.plan:
+            raise ValueError("a shard carries its group's plan: plan is empty")
         return self
+
+    def unplanned(self, idents: Iterable[str]) -> list[str]:
+        """Of ``idents`` (``suite/model/config``), those the plan did not give this shard (a
+        merged side: any shard). A shard that reports another's models, or models never
+        planned, would make ``merge`` believe it and compare measure what nobody asked."""
+        if self.index is not None:
+            mine = set(self.plan[self.index])
+        else:
+            mine = {i for part in self.plan for i in part}
+        return [i for i in idents if i not in mine] if self.plan else []
 
 
 class RunResults(_Model):
     schema_version: Literal[2]
     run_id: RunId
-    created_at: Short
-    finished_at: Short | None = None
+    created_at: Time
+    finished_at: Time | None = None
     environment: Environment
     git: GitInfo = Field(default_factory=GitInfo)
     settings: RunSettings
@@ -690,8 +741,37 @@ class RunResults(_Model):
     code: Code | None = None  # None: a run from before the record
     shards: Sharding | None = None  # None: not sharded (one runner measured the whole suite)
 
+    @model_validator(mode="after")
+    def _in_order(self) -> RunResults:
+        if self.finished_at is not None and \
+                utc_time(self.finished_at) < utc_time(self.created_at):
+            raise ValueError(f"finished_at {self.finished_at[:64]!r} is before created_at "
+                             f"{self.created_at[:64]!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _planned(self) -> RunResults:
+        if self.shards is not None:
+            check_planned(self.shards, self.results)
+        return self
+
     def by_ident(self) -> dict[tuple[str, str, str], ModelResult]:
         return {r.ident: r for r in self.results}
+
+
+def shard_ident(result: ModelResult) -> str:
+    """A result's job as a shard plan names it (``suite/model/config``)."""
+    return "/".join(result.ident)
+
+
+def check_planned(shards: Sharding, results: Iterable[ModelResult]) -> None:
+    """Refuse results the shard's plan did not give it, naming the first."""
+    extra = shards.unplanned(shard_ident(r) for r in results)
+    if extra:
+        whose = (f"shard {shards.index + 1}/{shards.count}" if shards.index is not None
+                 else f"the plan of group {shards.group}")
+        raise ValueError(f"shards: {len(extra)} result(s) not in {whose}, e.g. "
+                         f"{extra[0][:200]!r}: a shard reports only the models planned for it")
 
 
 def json_schema() -> dict[str, Any]:

@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from compilewatch.core.errors import DatabaseError, ResultsFileError, UsageError
 from compilewatch.core.results_file import load_results, parse_results
-from compilewatch.core.schema import ModelResult, RunResults, Status
+from compilewatch.core.schema import ModelResult, RunResults, Status, utc_time
 from compilewatch.db import components
 from compilewatch.db import models as m
 from compilewatch.db.connection import connect
@@ -43,16 +43,12 @@ class IngestOutcome:
 
 
 def parse_time(value: str, field: str) -> datetime:
-    """An ISO 8601 time as naive UTC (how every backend stores it); no zone means UTC."""
+    """An ISO 8601 time as naive UTC (how every backend stores it); no zone means UTC. The
+    schema refuses what this cannot read (``core/schema.py``: ``utc_time``)."""
     try:
-        t = datetime.fromisoformat(value)
-        if t.tzinfo is not None:
-            t = t.astimezone(UTC).replace(tzinfo=None)
-    except ValueError:
-        raise ResultsFileError(f"{field}: {value!r} is not an ISO 8601 time") from None
-    except OverflowError:  # e.g. 0001-01-01T00:00+01:00 is before year 1 in UTC
-        raise ResultsFileError(f"{field}: {value!r} is out of range in UTC") from None
-    return t
+        return utc_time(value).replace(tzinfo=None)
+    except ValueError as e:
+        raise ResultsFileError(f"{field}: {e}") from None
 
 
 def _validated(results: RunResults) -> RunResults:

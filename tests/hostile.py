@@ -158,6 +158,36 @@ HOSTILE: dict[str, tuple[Callable[[], bytes], str]] = {
     "an empty file": (lambda: b"", r"not valid JSON"),
     "a truncated file": (lambda: edited(lambda d: None)[:-40], r"not valid JSON"),
     "a JSON array": (lambda: b"[1, 2]", r"top level must be a JSON object"),
+    "a date that does not exist": (
+        lambda: edited(_set("created_at", "2026-02-30T08:00:00+00:00")),
+        r"created_at: .*'2026-02-30T08:00:00\+00:00' is not an ISO 8601 time"),
+    "a time that is not one": (
+        lambda: edited(_set("finished_at", "yesterday")),
+        r"finished_at: .*'yesterday' is not an ISO 8601 time"),
+    "finished before it was created": (
+        lambda: edited(_set("finished_at", "2026-11-29T07:59:59+00:00")),
+        r"finished_at '2026-11-29T07:59:59\+00:00' is before created_at"),
+    "finished before it was created, in another zone": (
+        lambda: edited(_set("finished_at", "2026-11-29T09:30:00+02:00")),
+        r"finished_at '2026-11-29T09:30:00\+02:00' is before created_at"),
+    "true as an integer": (
+        lambda: edited(_set("results.0.compile.frames", True)),
+        r"results\.0\.compile\.frames: Input should be a valid integer"),
+    "false as a count of processes": (
+        lambda: edited(_set("settings.timing_processes", False)),
+        r"settings\.timing_processes: Input should be a valid integer"),
+    "true as a number of seconds": (
+        lambda: edited(_set("results.0.compile.cold_s", True)),
+        r"results\.0\.compile\.cold_s: Input should be a valid number"),
+    "a number in a string": (
+        lambda: edited(_set("settings.rounds", "30")),
+        r"settings\.rounds: Input should be a valid integer"),
+    "1 as a boolean": (
+        lambda: edited(_set("settings.ready_compile_workers", 1)),
+        r"settings\.ready_compile_workers: Input should be a valid boolean"),
+    "an unknown status": (
+        lambda: edited(_set("results.0.status", "great")),
+        r"results\.0\.status: .*'great' is not one of pass, fail"),
     "a newer schema version": (
         lambda: edited(_set("schema_version", SCHEMA_VERSION + 1)),
         rf"schema_version: {SCHEMA_VERSION + 1} is newer"),

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import math
 import os
 import shutil
 import signal
@@ -139,6 +140,51 @@ def handle_errors(fn: F) -> F:
             sys.exit(3)
 
     return wrapper  # type: ignore[return-value]
+
+
+class _FiniteFloat(click.FloatRange):
+    """click's float range less ``nan`` and ``±inf``: every comparison with nan is false, so
+    ``FloatRange(min=0)`` lets ``--timeout nan`` through to minutes of measuring."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+def bounded(kind: type[int] | type[float], low: float, high: float, *,
+            above: bool = False) -> click.ParamType:
+    """The type of every numeric option: a finite number from ``low`` (past it with
+    ``above``) to ``high``, checked as the command line is read, before anything runs, and
+    refused (exit 2) naming the option and the value. ``high`` keeps what the option sizes
+    inside what the results file and the database can hold."""
+    if kind is int:
+        return click.IntRange(int(low), int(high), min_open=above)
+    return _FiniteFloat(low, high, min_open=above)
+
+
+INT32_MAX = 2**31 - 1  # a pull request's or a GitHub id's column
+PR_NUMBER = bounded(int, 1, INT32_MAX)
+
+
+def _http_url(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A link we write into a comment, report or dashboard: http(s) only, checked before
+    anything runs (``javascript:`` would be a link that runs code)."""
+    from compilewatch.bot.render.formats import check_url
+
+    if value is None:
+        return None
+    try:
+        return check_url(value, param.opts[0])
+    except CompilewatchError as e:
+        raise click.BadParameter(str(e), param=param) from None
+
+
+def url_option(*names: str, **kwargs: Any) -> Callable[[F], F]:
+    """An option that takes a URL we link to (``--report-url``, ``--trends-url``)."""
+    return click.option(*names, default=None, callback=_http_url, metavar="URL", **kwargs)
 
 
 def stacked(*options: Callable[[F], F]) -> Callable[[F], F]:

@@ -9,11 +9,16 @@ import click
 
 from compilewatch.bot.cli.base import (
     DB_HELP,
+    PR_NUMBER,
+    bounded,
     handle_errors,
     json_option,
     main,
+    url_option,
 )
 from compilewatch.core.errors import EnvironmentProblem
+
+GITHUB_ID = bounded(int, 1, 2**63 - 1)  # what GitHub numbers an app or an installation
 
 
 @main.group("keys")
@@ -49,7 +54,7 @@ def keys_generate_cmd(out: Path) -> None:
 @click.argument("outdir", nargs=-1, required=True,
                 type=click.Path(file_okay=False, path_type=Path))
 @click.option("--repo", required=True, help="OWNER/NAME of the repository to post to.")
-@click.option("--pr", type=click.IntRange(min=1), default=None,
+@click.option("--pr", type=PR_NUMBER, default=None,
               help="Pull request number. Default: the open PR whose head is --sha.")
 @click.option("--head-label", default=None,
               help="OWNER:BRANCH of the PR's head, to find the PR when --pr is not known "
@@ -57,10 +62,10 @@ def keys_generate_cmd(out: Path) -> None:
 @click.option("--sha", required=True, help="Full head commit id the check is attached to.")
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the token (never pass a token as an argument).")
-@click.option("--app-id", type=int, default=None, help="GitHub App id (instead of a token).")
+@click.option("--app-id", type=GITHUB_ID, default=None, help="GitHub App id (instead of a token).")
 @click.option("--app-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="The GitHub App's private key (PEM).")
-@click.option("--installation-id", type=int, default=None,
+@click.option("--installation-id", type=GITHUB_ID, default=None,
               help="The App's installation id. Default: looked up for --repo.")
 @click.option("--github-url", envvar="GITHUB_API_URL", default=None,
               help="API base URL; GitHub Enterprise: https://HOST/api/v3. Env: GITHUB_API_URL.")
@@ -71,8 +76,8 @@ def keys_generate_cmd(out: Path) -> None:
                    "back to a status when the token may not write checks.")
 @click.option("--check-name", default="compilewatch", show_default=True,
               help="Name of the check run (or status context).")
-@click.option("--report-url", default=None, help="Link to the full report (the workflow run).")
-@click.option("--trends-url", default=None,
+@url_option("--report-url", help="Link to the full report (the workflow run).")
+@url_option("--trends-url",
               help="Base URL of the published trends dashboard; the comment links each "
                    "model's trend page.")
 @click.option("--config-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -81,9 +86,9 @@ def keys_generate_cmd(out: Path) -> None:
                    "and baseline file judge the PR. Default: built-in thresholds, no baseline.")
 @click.option("--comment-author", default=None,
               help="Login whose marked comment is ours. Default: any bot account.")
-@click.option("--retries", type=click.IntRange(0, 20), default=5, show_default=True,
+@click.option("--retries", type=bounded(int, 0, 20), default=5, show_default=True,
               help="Retries on 5xx, rate limits and network errors.")
-@click.option("--retry-backoff", type=click.FloatRange(0), default=2.0, show_default=True,
+@click.option("--retry-backoff", type=bounded(float, 0, 600), default=2.0, show_default=True,
               help="Seconds of backoff, doubled after each further failure.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
 @click.option("--dry-run", is_flag=True, help="Validate and print the comment; post nothing.")

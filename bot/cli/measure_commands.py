@@ -12,6 +12,8 @@ import click
 
 from compilewatch.bot.cli.base import (
     DB_HELP,
+    PR_NUMBER,
+    bounded,
     color_option,
     handed_over,
     handle_errors,
@@ -19,26 +21,39 @@ from compilewatch.bot.cli.base import (
     main,
     make_console,
     stacked,
+    url_option,
 )
-from compilewatch.core.schema import DEVICES, DTYPES, DYNAMIC, MODES, TASKS
+from compilewatch.core.schema import DEVICES, DTYPES, DYNAMIC, MAX_MODEL_SAMPLES, MODES, TASKS
+
+# The largest value of each measuring option: past them a run is no measurement, or its
+# results would not fit the results file (``bot/measure/harness.py``: ``Measuring.check``).
+MAX_TIMEOUT_S = 86_400.0  # one process of one model: a day
+MAX_BLOCK_MS = 60_000.0  # one timed block: a minute
+MAX_ROUNDS = MAX_MODEL_SAMPLES // 2  # an eager and a compiled sample a round
+MAX_PROCESSES = 100  # processes of one kind a model and side
+MAX_SLOTS = 1024  # compiles at once
 
 measure_options = stacked(
     click.option("--model", "models", multiple=True,
                  help="Only these models (exact names or shell globs). Repeatable."),
     click.option("--device", type=click.Choice(DEVICES), default="cpu",
                  show_default=True, help="Device to compile for."),
-    click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True,
+    click.option("--timeout", "timeout_s", type=bounded(float, 0, MAX_TIMEOUT_S, above=True),
+                 default=900.0, show_default=True,
                  help="Seconds one worker process (one model, one phase) may take before it "
                       "is killed and recorded as a timeout."),
-    click.option("--rounds", type=int, default=30, show_default=True,
+    click.option("--rounds", type=bounded(int, 1, MAX_ROUNDS), default=30,
+                 show_default=True,
                  help="Interleaved eager/compiled timing rounds per model."),
-    click.option("--block-ms", type=float, default=20.0, show_default=True,
+    click.option("--block-ms", type=bounded(float, 0, MAX_BLOCK_MS, above=True),
+                 default=20.0, show_default=True,
                  help="Target wall time of one timed block of back-to-back calls."),
-    click.option("--processes", "timing_processes", type=int, default=None,
+    click.option("--processes", "timing_processes", type=bounded(int, 0, MAX_PROCESSES),
+                 default=None,
                  help="Timing processes per model and side (0 or more), each a fresh process "
                       "on the warm cache (samples between processes are where the noise is). "
                       "Default: 3 on cuda, 2 on cpu."),
-    click.option("--cold-processes", type=int, default=None,
+    click.option("--cold-processes", type=bounded(int, 1, MAX_PROCESSES), default=None,
                  help="Cold-compile processes per model and side (1 or more), each on an "
                       "empty cache dir. "
                       "Default: 3 on cuda, 1 on cpu (one sample is shown, not judged)."),
@@ -46,7 +61,7 @@ measure_options = stacked(
                  show_default=True,
                  help="fork: workers are forked from a server that imported the compiler "
                       "stack once; spawn: every worker is a fresh interpreter."),
-    click.option("--compile-slots", type=int, default=None,
+    click.option("--compile-slots", type=bounded(int, 1, MAX_SLOTS), default=None,
                  help="Compile processes at once (1 or more). Default: cores/4 (2..8) on cuda, "
                       "1 on cpu."),
     click.option("--pin-cpus", default=None, metavar="N[,N...]",
@@ -129,6 +144,21 @@ def warm_cache_options_from(kwargs: dict[str, Any]) -> Any:
                             github_url=kwargs.pop("github_url"),
                             public_keys=tuple(kwargs.pop("cache_public_keys")))
 
+def _public_keys(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+                 ) -> tuple[str, ...]:
+    """Each ``--cache-public-key`` a key, checked before anything runs: one that is not would
+    pin nothing, and every artifact would be refused for a reason no one sees."""
+    from compilewatch.core.errors import UsageError
+    from compilewatch.core.signing import parse_public_key
+
+    try:
+        for value in values:
+            parse_public_key(value)
+    except UsageError as e:
+        raise click.BadParameter(str(e), param=param) from None
+    return tuple(v.strip() for v in values)
+
+
 warm_cache_options = stacked(
     click.option("--warm-cache", default=None, metavar="DIR|release",
                  help="Also time a warm-start compile: load the newest verified cache "
@@ -144,6 +174,7 @@ warm_cache_options = stacked(
                  help="API base URL for --warm-cache release (GitHub Enterprise: "
                       "https://HOST/api/v3). Env: GITHUB_API_URL."),
     click.option("--cache-public-key", "cache_public_keys", multiple=True, metavar="ed25519:KEY",
+                 callback=_public_keys,
                  help="Public key whose signed manifests --warm-cache may load (and whose "
                       "signed entries the --remote-cache phase may load), beside "
                       "[tool.compilewatch] cache_public_keys. Repeatable. An unsigned or "
@@ -302,7 +333,7 @@ def run_cmd(allow_empty: bool, remote_cache_write: bool, **kwargs: Any) -> None:
 @click.option("--tag", default=None, help="Release tag / folder. Default: PREFIX + UTC date.")
 @click.option("--tag-prefix", default="nightly-", show_default=True,
               help="Prefix of nightly tags (pruning only touches these).")
-@click.option("--keep-last", type=click.IntRange(min=1), default=None,
+@click.option("--keep-last", type=bounded(int, 1, 10_000), default=None,
               help="Keep only the newest N nightly releases.")
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the token (never pass a token as an argument).")
@@ -382,7 +413,7 @@ def _print_nightly(report: Any) -> None:
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="The checkout whose suites are measured.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
-@click.option("--sides", type=click.IntRange(1, 10), default=None,
+@click.option("--sides", type=bounded(int, 1, 10), default=None,
               help="Independent sides, each with its own cold compiles and warm cache, as a "
                    "pr's base and head have: what one side's processes share is learned from "
                    "how the sides differ. Default: 3 on cuda, 1 on cpu.")
@@ -425,7 +456,7 @@ def calibrate_cmd(**kwargs: Any) -> None:
               help="Base branch/ref; measured at its merge-base with --head. With --pr: "
                    "default origin/HEAD.")
 @click.option("--head", default=None, help="Head ref of the change (instead of --pr).")
-@click.option("--pr", type=click.IntRange(min=1), default=None,
+@click.option("--pr", type=PR_NUMBER, default=None,
               help="Pull request number: refs/pull/N/head is fetched from origin into "
                    "refs/compilewatch/pr/N unless already there.")
 @click.option("--suite", "suites", multiple=True,
@@ -441,7 +472,7 @@ def calibrate_cmd(**kwargs: Any) -> None:
               help="Interpreter (torch build) for the head side; with a different one, base "
                    "and head may be the same commit.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
-@click.option("--report-url", default=None, help="Link to the full report, used in the comment.")
+@url_option("--report-url", help="Link to the full report, used in the comment.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a gating regression is found (after writing the output).")
 @click.option("--no-warm", is_flag=True,
@@ -451,12 +482,14 @@ def calibrate_cmd(**kwargs: Any) -> None:
 @click.option("--measure-all", is_flag=True,
               help="Also time models whose compiled code is the same on both sides by "
                    "construction (one graph, equal cache keys, same environment).")
-@click.option("--extra-processes", type=int, default=None,
+@click.option("--extra-processes", type=bounded(int, 0, MAX_PROCESSES),
+                 default=None,
               help="Timing processes a side added (0 or more), once, to a model whose "
                    "first verdict is "
                    "undecided with its estimate past the threshold. Default: 3 on cuda, 0 on "
                    "cpu.")
-@click.option("--extra-cold-processes", type=int, default=None,
+@click.option("--extra-cold-processes", type=bounded(int, 0, MAX_PROCESSES),
+                 default=None,
               help="Cold compiles a side added (0 or more), once, to a model whose "
                    "cold-compile verdict "
                    "is undecided with its estimate near the threshold, or a change called "

@@ -11,12 +11,14 @@ import click
 
 from compilewatch.bot.cli.base import (
     DB_HELP,
+    bounded,
     color_option,
     handle_errors,
     json_option,
     main,
     make_console,
     stdout_is_terminal,
+    url_option,
 )
 from compilewatch.core.errors import UsageError
 
@@ -143,7 +145,7 @@ def ingest_cmd(files: tuple[Path, ...], db_url: str | None) -> None:
 
 @main.command("runs")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--limit", type=bounded(int, 1, 1_000_000), default=20, show_default=True,
               help="Show at most this many runs (the newest).")
 @click.option("--trigger", default=None,
               help="Only runs with this trigger: local (run, quickstart), pr, nightly.")
@@ -236,8 +238,8 @@ def merge_cmd(inputs: tuple[Path, ...], out: Path, repo: Path) -> None:
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="Repository whose [tool.compilewatch] and baseline apply.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
-@click.option("--report-url", default=None, help="Link to the full report, used in the comment.")
-@click.option("--trends-url", default=None,
+@url_option("--report-url", help="Link to the full report, used in the comment.")
+@url_option("--trends-url",
               help="Base URL of the `compilewatch trends` site; the comment links each model's "
                    "trend page there.")
 @click.option("--allow-empty", is_flag=True,
@@ -331,7 +333,7 @@ def baseline_update_cmd(**kwargs: Any) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Write an empty dashboard (exit 0) when no run matches, instead of "
                    "failing with what the stored runs hold.")
-@click.option("--report-url", default=None,
+@url_option("--report-url",
               help="Where each run's report is published, with {run_id} in it; a chart's "
                    "points link there (and to the commit and PR on GitHub).")
 @handle_errors

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from compilewatch.compiler.schedule import (
 from compilewatch.core.errors import UsageError
 from compilewatch.core.followup import FollowUp
 from compilewatch.core.schema import (
+    MAX_MODEL_SAMPLES,
     MAX_ORIGINS,
     MAX_SHORT_CHARS,
     SCHEMA_VERSION,
@@ -212,8 +214,11 @@ class Measuring:
     pin_default: bool = False
 
     def check(self, cpus: set[int]) -> None:
-        if self.rounds < 1 or self.block_ms <= 0 or self.timeout_s <= 0:
-            raise UsageError("--rounds must be >= 1, --block-ms and --timeout > 0")
+        # ``not x > 0``, not ``x <= 0``: nan passes every comparison (the CLI refuses it too)
+        finite = all(math.isfinite(x) for x in (self.block_ms, self.timeout_s))
+        if self.rounds < 1 or not finite or not self.block_ms > 0 or not self.timeout_s > 0:
+            raise UsageError("--rounds must be >= 1, --block-ms and --timeout finite and > 0")
+        self._check_samples()
         for flag, value, least in (("--cold-processes", self.cold_processes, 1),
                                    ("--processes", self.timing_processes, 0),
                                    ("--compile-slots", self.compile_slots, 1),
@@ -230,6 +235,18 @@ class Measuring:
             raise UsageError("--gpus needs --device cuda")
         if self.gpus is not None and (not self.gpus or len(set(self.gpus)) < len(self.gpus)):
             raise UsageError(f"--gpus must name each GPU once, not {list(self.gpus)}")
+
+    def _check_samples(self) -> None:
+        """A model's timing samples must fit one result (``MAX_MODEL_SAMPLES``): past them the
+        run would measure for hours and then write a file no reader accepts."""
+        per_round = 3 if self.gpu else 2  # eager, compiled, and on a GPU the reference
+        processes = max(self.timing_processes, 1) + self.extra_processes
+        samples = per_round * self.rounds * processes
+        if samples > MAX_MODEL_SAMPLES:
+            raise UsageError(f"--rounds {self.rounds} over {processes} timing process(es) "
+                             f"(--processes, --extra-processes) make up to {samples} timing "
+                             f"samples a model, more than the {MAX_MODEL_SAMPLES} a result "
+                             "holds: lower --rounds or the processes")
 
     def check_gpus(self, visible: int) -> None:
         """``--gpus`` against what the interpreter under test sees, and ``--pin-cpus``

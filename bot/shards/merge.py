@@ -17,6 +17,8 @@ from compilewatch.core.schema import (
     RunResults,
     Sharding,
     ShardRun,
+    check_planned,
+    utc_time,
 )
 
 
@@ -47,7 +49,30 @@ def check_group(runs: Sequence[RunResults]) -> Sharding:
     if twice:
         raise ResultsFileError(f"shard {twice[0] + 1} of group {shards[0].group} is given twice "
                                "(two attempts? merge one results file per shard)")
+    for run, shard in zip(runs, shards, strict=True):
+        try:
+            check_planned(shard, run.results)
+        except ValueError as e:
+            raise ResultsFileError(f"run {run.run_id}: {e}") from None
     return shards[0]
+
+
+def check_pair(base: RunResults, head: RunResults) -> None:
+    """Base and head of one ``pr``, sharded or merged: ``pr`` plans both sides together, so
+    their shards are one group with one plan; anything else is two runs' halves."""
+    b, h = base.shards, head.shards
+    if b is None and h is None:
+        return
+    if b is None or h is None:
+        which = "base" if h is None else "head"
+        raise ResultsFileError(f"only {which} is sharded: base and head of one pr are "
+                               "sharded together")
+    for what, mine, theirs in (("group", b.group, h.group), ("shard count", b.count, h.count),
+                               ("plan", b.plan, h.plan)):
+        if mine != theirs:
+            shown = f" ({mine} and {theirs})" if what != "plan" else ""
+            raise ResultsFileError(f"base and head disagree on the {what}{shown}: their shards "
+                                   "are not one pr's")
 
 
 def merge_runs(runs: Sequence[RunResults]) -> RunResults:
@@ -73,8 +98,10 @@ def merge_runs(runs: Sequence[RunResults]) -> RunResults:
     head = ordered[0]
     return head.model_copy(update={
         "run_id": merged_id, "results": results,
-        "created_at": min(r.created_at for r in ordered),
-        "finished_at": max(f for f in finished if f is not None) if done else None,
+        # by the time each names, not by its text: shards may write other zones
+        "created_at": min((r.created_at for r in ordered), key=utc_time),
+        "finished_at": max((f for f in finished if f is not None), key=utc_time) if done
+        else None,
         "shards": Sharding(group=first.group, count=first.count, index=None,
                            balanced_by=first.balanced_by, plan=first.plan, runs=states)})
 

@@ -267,8 +267,9 @@ def test_the_dashboard_says_nights_only_for_nightly_runs_on_different_dates(
     url = f"sqlite:///{tmp_path / 'cw.db'}"
     with connect(url) as db:
         for i, t in enumerate(times):
-            run = nightly_history(1)[0].model_copy(update={"run_id": f"run-{i:08d}",
-                                                           "created_at": f"{t}+00:00"})
+            run = nightly_history(1)[0].model_copy(update={
+                "run_id": f"run-{i:08d}", "created_at": f"{t}+00:00",
+                "finished_at": f"{t}+00:00"})
             run.settings.trigger = trigger  # type: ignore[assignment]
             ingest(db, run)
     res = CliRunner().invoke(main, ["trends", "--out", str(tmp_path / "site"), "--db", url,
@@ -280,3 +281,21 @@ def test_the_dashboard_says_nights_only_for_nightly_runs_on_different_dates(
     assert ("night" in heading) == said.endswith(("night", "nights"))
     # the summary counts in words that agree with their numbers ("1 suites" once)
     assert "(1 suite, 2 model configs, 0 model steps; 4 pages, the largest " in res.output
+
+
+def test_a_report_url_that_is_no_http_url_is_never_a_link(db_url: str, tmp_path: Path) -> None:
+    """``trends`` as a library: the points of its charts would link there."""
+    from compilewatch.bot.trends import TrendsRequest, trends_command
+    from compilewatch.core.errors import UsageError
+
+    with connect(db_url) as db:
+        for run in nightly_history(2):
+            ingest(db, run)
+    with pytest.raises(UsageError, match="is not an http"):
+        trends_command(TrendsRequest(out=tmp_path / "site", db_url=db_url,
+                                     report_url="javascript:alert(1)//{run_id}"))
+    assert not (tmp_path / "site").exists()
+    cli = CliRunner().invoke(main, ["trends", "--out", str(tmp_path / "site"), "--db", db_url,
+                                    "--report-url", "javascript:alert(1)//{run_id}"])
+    assert cli.exit_code == 2 and "Invalid value for '--report-url'" in cli.output
+    assert not (tmp_path / "site").exists()

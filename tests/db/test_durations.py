@@ -37,7 +37,7 @@ def test_the_groups_own_runs_are_left_out(db: Database) -> None:
     history as they did."""
     ingest(db, _timed("m", 10.0, "2026-11-01T08:00:00+00:00"))
     run = _timed("m", 99.0, "2026-11-02T08:00:00+00:00")
-    rec = record(ShardOptions(0, 2, "gh-5-1"), "gh-5-1", [["a"], ["b"]], "count",
+    rec = record(ShardOptions(0, 2, "gh-5-1"), "gh-5-1", [[f"micro/m/{SLUG}"], []], "count",
                  run_id=run.run_id, wall_s=1.0, models=1, finished=True)
     ingest(db, run.model_copy(update={"shards": rec}))
     assert model_durations(db)[f"micro/m/{SLUG}"] == 54.5

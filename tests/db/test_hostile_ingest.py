@@ -52,7 +52,7 @@ def test_hostile_file_is_refused_and_stores_nothing(db_url: str, tmp_path: Path,
 def test_a_time_out_of_range_in_utc_is_refused(db_url: str, tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     path.write_bytes(edited(lambda d: d.update(created_at="0001-01-01T00:00:00+01:00")))
-    assert_refused(ingest(path, db_url), r"created_at: '0001-01-01T00:00:00\+01:00' is out of "
+    assert_refused(ingest(path, db_url), r"created_at: .*'0001-01-01T00:00:00\+01:00' is out of "
                                          "range in UTC")
     assert_empty(db_url)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import inspect
 import json
 import os
 import subprocess
@@ -307,3 +308,109 @@ def test_publishing_without_the_key_is_refused_in_the_privileged_install(
                                str(tmp_path / "pub"))
     assert proc.returncode == 2 and "publishing needs a signing key" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "pub").exists()
+
+
+# --- the install steps run nothing of the checkout they run in --------------------------
+
+# Each job's install step, and the interpreter that runs it: the GPU jobs make their own venv
+# with the runner's python3; the privileged ones install into setup-python's.
+INSTALLS = {"the GPU jobs": (("compilewatch-pr-measure.yml", "measure"),
+                             ("compilewatch-nightly.yml", "measure"),
+                             ("compilewatch-nightly.yml", "dashboard")),
+            "the privileged jobs": tuple(PRIVILEGED)}
+# What a PR's checkout can hold at its root, each importable as Python's own would be
+HOSTILE = ("venv", "pip", "ensurepip", "setuptools", "wheel", "compilewatch", "sitecustomize",
+           "usercustomize")
+
+
+def write_wheel(folder: str, name: str) -> str:
+    """A wheel of one module ``name`` (version 1.0) in ``folder``; its file name. Also the
+    body of the source's build backend, which runs it in a process of its own."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"{name}-1.0.dist-info"
+    files = {f"{name}.py": b"OK = True\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                              b"Tag: py3-none-any\n"}
+    record = "".join(
+        f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).decode().rstrip('=')}"
+        f",{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
+    wheel = f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(f"{folder}/{wheel}", "w") as z:
+        for p, d in files.items():
+            z.writestr(p, d)
+        z.writestr(f"{info}/RECORD", record)
+    return wheel
+
+
+# compilewatch's source stand-in builds itself (the real one needs setuptools and wheel from
+# its lock, which would need an index)
+BACKEND = inspect.getsource(write_wheel) + """
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    return write_wheel(wheel_directory, "cwsource")
+"""
+
+
+def _pr_checkout(root: Path, marks: Path) -> Path:
+    """The workspace as the install step finds it: the PR's checkout, with Python's own
+    module names at its root, each writing a mark when run or imported; compilewatch's source
+    in ``compilewatch-src/`` (here: a lock of one local wheel and a package that builds
+    offline)."""
+    ws = root / "workspace"
+    for name in HOSTILE:
+        code = f"open({str(marks)!r} + '/' + {name!r} + '.' + __name__, 'w')\n"
+        if name.endswith("customize"):
+            (ws / f"{name}.py").parent.mkdir(parents=True, exist_ok=True)
+            (ws / f"{name}.py").write_text(code)
+            continue
+        (ws / name).mkdir(parents=True)
+        (ws / name / "__init__.py").write_text(code)
+        (ws / name / "__main__.py").write_text(code)
+    src = ws / "compilewatch-src"
+    (src / "requirements").mkdir(parents=True)
+    wheel = root / write_wheel(str(root), "cwpinned")
+    pin = f"{wheel} --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n"
+    for lock_name in ("gpu.txt", "bot.txt"):
+        (src / "requirements" / lock_name).write_text(pin)
+    (src / "cwbackend.py").write_text(BACKEND)
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = []\n'
+                                        'build-backend = "cwbackend"\nbackend-path = ["."]\n')
+    return ws
+
+
+@pytest.mark.parametrize("jobs", INSTALLS)
+def test_an_install_step_runs_nothing_from_the_pr_checkout(tmp_path: Path, jobs: str) -> None:
+    """The install step, verbatim from the workflows (one script for all of these jobs), in
+    a checkout with venv/, pip/, ensurepip/, setuptools/, wheel/, compilewatch/ and
+    sitecustomize.py at its root: ``python3 -m venv`` and ``python -m pip`` there ran the PR's
+    own ``venv``/``pip`` first, which could plant the compilewatch the next step runs with
+    the token. Real venv and pip; none of them runs, and the lock and the source are what
+    gets installed."""
+    scripts = {run_step(w, j, "pip install")["run"] for w, j in INSTALLS[jobs]}
+    assert len(scripts) == 1, f"{jobs} install differently: run each"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    _pr_checkout(tmp_path, marks)
+    if jobs == "the GPU jobs":  # the runner's python3 makes the venv
+        here, python = Runner(Path(sys.base_prefix)), tmp_path / "temp" / "cw-venv" / "bin" / \
+            "python"
+    else:  # setup-python's interpreter, on PATH
+        subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "setup-python")],
+                       check=True, timeout=300)
+        here = Runner(tmp_path / "setup-python")
+        python = here.venv / "bin" / "python"
+    proc = here.bash(scripts.pop(), tmp_path, timeout=600)
+    assert sorted(p.name for p in marks.iterdir()) == [], proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = subprocess.run([str(python), "-I", "-c", "import cwpinned, cwsource; "
+                          "print(cwpinned.__file__, cwsource.__file__)"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert got.returncode == 0 and got.stdout.count("site-packages") == 2, got

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -165,6 +166,48 @@ def test_every_install_is_hashed_or_compilewatch_at_a_full_commit(
     assert src["with"]["persist-credentials"] is False
     # a later checkout into the workspace's root would clean the source away before it is used
     assert all("path" in s.get("with", {}) for s in checkouts[checkouts.index(src):])
+
+
+COPIED = [n for n in NAMES if n != "ci.yml"]  # ci.yml tests this project's own checkout
+INTERPRETER = re.compile(r"(?:^|/)python3?(?:\.\d+)?$")
+
+
+def interpreter_calls(script: str) -> list[list[str]]:
+    """The commands of a ``run:`` script that start a Python interpreter, as their words."""
+    lexer = shlex.shlex(script.replace("\\\n", " "), posix=True, punctuation_chars=True)
+    lexer.whitespace = " \t"  # a newline ends a command, as a ';' does
+    calls, words = [], []
+    for token in [*lexer, "\n"]:
+        if token in ("\n", ";", "&&", "||", "|", "&", "(", ")"):
+            calls += [words[i:] for i, w in enumerate(words[:1]) if INTERPRETER.search(w)]
+            words = []
+        else:
+            words.append(token)
+    return calls
+
+
+@pytest.mark.parametrize("name", COPIED)
+def test_every_interpreter_call_imports_nothing_from_its_working_directory(name: str) -> None:
+    """``python -m venv`` and ``python -m pip`` put the working directory first on sys.path,
+    and the working directory is the checkout (in the PR's job, the PR's): ``-I`` leaves it
+    out (also PYTHONPATH and the user's site-packages). Run for real in
+    tests/github/test_privileged_install.py."""
+    calls = [c for s in steps(load(name)) for c in interpreter_calls(s.get("run", ""))]
+    assert calls or name == "compilewatch-pr.yml", f"{name}: no interpreter call found"
+    for call in calls:
+        options = call[1:call.index("-m")] if "-m" in call else call[1:]
+        assert "-I" in options, f"{name}: {' '.join(call)}"
+
+
+def test_the_interpreter_calls_are_found() -> None:
+    assert interpreter_calls('python3 -I -m venv "$X"\n"$X/bin/python" -I -m pip \\\n'
+                             '  install a; echo python && python -c 1') == [
+        ["python3", "-I", "-m", "venv", "$X"], ["$X/bin/python", "-I", "-m", "pip", "install",
+                                                "a"], ["python", "-c", "1"]]
+    counts = {n: sum(len(interpreter_calls(s.get("run", ""))) for s in steps(load(n)))
+              for n in COPIED}
+    assert counts == {"compilewatch-pr.yml": 0, "compilewatch-pr-measure.yml": 3,
+                      "compilewatch-comment.yml": 2, "compilewatch-nightly.yml": 8}
 
 
 @pytest.mark.parametrize(("name", "job_name", "job"), all_jobs())

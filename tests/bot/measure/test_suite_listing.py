@@ -18,6 +18,12 @@ from compilewatch.suites import model
 # started at import: one in the child's own process group, one in a session of its own
 subprocess.Popen(["sleep", "3601.5"])
 subprocess.Popen(["setsid", "sh", "-c", "sleep 3601.75 &"]).wait()
+# ... and with an emptied environment (no marker to find them by): one in a session of its
+# own, one in a process group of its own in the child's session, and a daemon that keeps a
+# child of its own (killing it hands that child on)
+subprocess.Popen(["setsid", "env", "-i", "sh", "-c", "sleep 3601.25 &"]).wait()
+subprocess.Popen(["sleep", "3601.125"], env={}, process_group=0)
+subprocess.Popen(["setsid", "env", "-i", "sh", "-c", "sleep 3601.0625 & wait"])
 SUITE_NAME = "daemons"
 
 
@@ -40,12 +46,17 @@ def _alive(arg: str) -> list[int]:
     return out
 
 
+DAEMONS = ["3601.5", "3601.75", "3601.25", "3601.125", "3601.0625"]
+
+
 def test_what_a_suite_starts_at_import_dies_with_the_listing(tmp_path: Path) -> None:
+    """Whatever its session, process group or environment: nothing is left, not even
+    re-parented to init (ppid 1)."""
     path = tmp_path / "daemons.py"
     path.write_text(SUITE)
     suite = list_suite(str(path))
     assert [m for m in suite.models] == ["net"]
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (_alive("3601.5") or _alive("3601.75")):
+    while time.monotonic() < deadline and any(_alive(d) for d in DAEMONS):
         time.sleep(0.1)
-    assert _alive("3601.5") == [] and _alive("3601.75") == []
+    assert {d: _alive(d) for d in DAEMONS} == {d: [] for d in DAEMONS}

@@ -84,3 +84,13 @@ def test_pr_plans_each_side_per_task() -> None:
                      tasks=("inference", "training"))
     assert [j.config.slug for j in plan.jobs] == ["cpu-default-float32-auto",
                                                   "cpu-default-float32-auto-training"]
+
+
+@pytest.mark.parametrize("options", [
+    MeasureOptions(timeout_s=float("nan")), MeasureOptions(timeout_s=float("inf")),
+    MeasureOptions(block_ms=float("nan")), MeasureOptions(block_ms=-float("inf")),
+    MeasureOptions(rounds=4000, timing_processes=2)])
+def test_a_library_caller_gets_the_checks_of_the_command_line(options: MeasureOptions) -> None:
+    """``MeasureOptions`` built in Python, not by click: nan passes every ``<= 0``."""
+    with pytest.raises(UsageError, match=r"finite and > 0|timing samples a model"):
+        options.resolve()
