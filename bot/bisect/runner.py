@@ -73,6 +73,9 @@ class Runner:
     max_steps: int = 32
     max_processes: int = 8
     fixed: str = ""  # the commit every build measures (--pythons); '' for commits
+    # how a step is measured (``measure_step``); a parameter so that the decisions can be
+    # checked on made-up results without compiling anything
+    measure_fn: Callable[..., dict[str, Measured]] = measure_step
     steps: list[Step] = field(default_factory=list)
     measured: dict[int, Measured] = field(default_factory=dict)
     regressed: list[Ident] = field(default_factory=list)
@@ -101,7 +104,7 @@ class Runner:
         if len(self.steps) >= self.max_steps:
             raise OutOfSteps
         measuring, extra = self._options(processes)
-        return measure_step(self.setup, sides, measuring, extra)
+        return self.measure_fn(self.setup, sides, measuring, extra)
 
     def _same(self, a: Side, b: Side) -> bool:
         return a.python == b.python

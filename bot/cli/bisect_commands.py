@@ -99,3 +99,40 @@ def bisect_cmd(**kwargs: Any) -> None:
     console = make_console()
     console.print(render_text(report), markup=False, highlight=False, end="")
     console.print(f"wrote bisect.json, bisect.md, bisect.html to {req.out}", markup=False)
+
+
+@main.command("bisect-plan")
+@click.option("--budget", type=int, required=True,
+              help="Measuring steps all of tonight's bisections may take together; each "
+                   "is given what its search may need at worst.")
+@click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
+@click.option("--ref", default="main", show_default=True,
+              help="The branch whose nightly history is read ('*': any).")
+@click.option("--repo", "repository", default=None,
+              help="OWNER/NAME of the repository whose history is read (default: all).")
+@click.option("--checkout", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None,
+              help="A clone holding the nights' commits, to count the commits between two "
+                   "nights (otherwise 16 are assumed).")
+@click.option("--recent", type=int, default=3, show_default=True,
+              help="Only steps among each series' newest N nights: a step is found once "
+                   "three nights follow it, so each is planned once.")
+@click.option("--matrix", is_flag=True,
+              help="Print one line of JSON, the bisect workflow's inputs for a GitHub "
+                   "Actions matrix, instead of the plan.")
+@handle_errors
+def bisect_plan_cmd(matrix: bool, **kwargs: Any) -> None:
+    """Plan tonight's bisections: one per model step the nightly trends found, the biggest
+    first, within a budget of measuring steps.
+
+    \b
+    Example:
+      compilewatch bisect-plan --budget 24 --checkout . --matrix
+    """
+    from compilewatch.bot.bisect.plan import PlanRequest, plan_command, plan_json, plan_matrix
+
+    if kwargs["ref"] == "*":
+        kwargs["ref"] = None
+    req = PlanRequest(**kwargs)
+    planned = plan_command(req)
+    click.echo(plan_matrix(planned) if matrix else plan_json(planned, req.budget), nl=matrix)

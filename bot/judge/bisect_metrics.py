@@ -197,8 +197,9 @@ def timed_call(metric: Metric, ref: ModelResult, r: ModelResult | None, threshol
                noise: NoiseBands | None = None, host: HostNoise | None = None,
                same_environment: bool = True) -> Reading:
     """A step measured beside the good end (``ref``), judged by the verdict: a regression is
-    bad, unchanged (or an improvement) good, within noise or too noisy to judge unsettled.
-    A model the loop did not time because its compiled code is the good end's by
+    bad; unchanged, an improvement, or an interval whose upper end stays within the
+    threshold is good; anything else (within noise past the threshold, too noisy to judge)
+    unsettled. A model the loop did not time because its compiled code is the good end's by
     construction is good."""
     skip = _unmeasured(r, metric) or _unmeasured(ref, metric)
     if skip is not None or r is None:
@@ -215,6 +216,10 @@ def timed_call(metric: Metric, ref: ModelResult, r: ModelResult | None, threshol
         return Reading(value, Call.BAD, d.note or "")
     if d.verdict in (Verdict.UNCHANGED, Verdict.IMPROVEMENT):
         return Reading(value, Call.GOOD, d.note or "")
+    if d.verdict is Verdict.WITHIN_NOISE and d.threshold is not None \
+            and d.ci_high is not None and d.ci_high <= 1 + d.threshold:
+        # only the upper side matters here: not slower by the threshold, however noisy below
+        return Reading(value, Call.GOOD, f"not past the {d.threshold:.0%} threshold")
     said = "shown, not judged" if d.verdict is None else d.verdict.value.replace("_", " ")
     return Reading(value, Call.UNSETTLED, f"{said}{'; ' + d.note if d.note else ''}")
 
