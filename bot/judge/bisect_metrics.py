@@ -75,7 +75,7 @@ def parse_metric(text: str) -> Metric:
     value = text.strip()
     if value.lower().startswith(CACHE):
         component = value[len(CACHE):]
-        if not _COMPONENT.match(component):
+        if not _COMPONENT.fullmatch(component):
             raise UsageError(f"--metric {text!r}: {component!r} is not a cache-key component "
                              "name (e.g. cache:gm, cache:example_inputs[0])")
         return Metric(f"{CACHE}{component}", f"cache key component {component}", "cache",

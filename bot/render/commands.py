@@ -66,7 +66,7 @@ def _regressed(row: ModelRow) -> dict[str, bool]:
 def _component(row: ModelRow) -> str | None:
     """The changed key component a row's command follows: the graph or an input first."""
     changed = [n for ch in row.cache_changes if ch.status == "changed" for n in ch.changed
-               if _SAFE_COMPONENT.match(n)]
+               if _SAFE_COMPONENT.fullmatch(n)]
     for prefix in COMPONENTS:
         for name in changed:
             if name == prefix or name.startswith(prefix + "["):

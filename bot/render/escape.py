@@ -61,7 +61,7 @@ def md_code(text: str) -> Markup:
     return Markup(f"<code>{md_escape(text)}</code>")
 
 
-_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.,:=%+/~^\[\]' -]{1,4000}$")
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_.,:=%+/~^\[\]' -]{1,4000}")
 
 
 def md_command(text: str) -> Markup:
@@ -69,7 +69,7 @@ def md_command(text: str) -> Markup:
     backslash or a word joiner would be copied with it) and GitHub neither links nor pings.
     Only a line of the characters a quoted command of ours holds is fenced; any other is
     shown escaped, as code."""
-    if _SHELL_SAFE.match(text):
+    if _SHELL_SAFE.fullmatch(text):
         return Markup(f"\n```\n{text}\n```\n")
     return md_code(text)
 

@@ -39,6 +39,7 @@ def test_every_metric_has_one_clear_spelling(typed, name, timed):
 @pytest.mark.parametrize(("typed", "said"), [
     ("graph-break", "did you mean graph-breaks"), ("speed", "one of compiled-time"),
     ("cache:", "not a cache-key component"), ("cache:a b", "not a cache-key component"),
+    ("cache:g\nm", "not a cache-key component"),
     ("", "is not a metric"),
 ])
 def test_a_bad_metric_is_refused_naming_it(typed, said):
