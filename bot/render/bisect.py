@@ -37,7 +37,7 @@ def headline(report: BisectReport) -> str:
     return "the regression does not reproduce between the ends: nothing bisected"
 
 
-def _helpers(report: BisectReport) -> dict[str, object]:
+def _context(report: BisectReport) -> dict[str, object]:
     def cand(index: int | None) -> Candidate | None:
         return report.candidate(index)
 
@@ -48,11 +48,11 @@ def _helpers(report: BisectReport) -> dict[str, object]:
 
 def render_markdown(report: BisectReport) -> str:
     return template("md", "bisect.md.j2").render(marker=Markup(marker(report)),
-                                                 **_helpers(report))
+                                                 **_context(report))
 
 
 def render_html(report: BisectReport) -> str:
-    return template("html", "bisect.html.j2").render(**_helpers(report))
+    return template("html", "bisect.html.j2").render(**_context(report))
 
 
 def render_json(report: BisectReport) -> str:
