@@ -12,6 +12,7 @@ from compilewatch.bot.cli.base import (
     DB_HELP,
     color_option,
     handle_errors,
+    json_option,
     let_go_first,
     main,
     make_console,
@@ -67,9 +68,10 @@ METRIC_HELP = ("What regressed: compiled-time, cold-compile, warm-compile (timed
               help=DB_HELP + " Default: the embedded SQLite file.")
 @click.option("--no-db", is_flag=True, help="Do not store the steps' runs in any database.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress; only the finding.")
+@json_option
 @color_option
 @handle_errors
-def bisect_cmd(**kwargs: Any) -> None:
+def bisect_cmd(as_json: bool, **kwargs: Any) -> None:
     """Find the first commit (or torch build) where a model's metric regressed.
 
     Both ends are measured first, together: a regression they do not show is refused (exit
@@ -88,7 +90,7 @@ def bisect_cmd(**kwargs: Any) -> None:
     """
     from compilewatch.bot.bisect.command import BisectRequest, bisect_command
     from compilewatch.bot.cli.progress import ProgressDisplay
-    from compilewatch.bot.render.bisect import render_text
+    from compilewatch.bot.render.bisect import render_json, render_text
 
     quiet = kwargs.pop("quiet")
     measure = measure_options_from(kwargs, quiet=quiet)
@@ -96,6 +98,9 @@ def bisect_cmd(**kwargs: Any) -> None:
     let_go_first(keep_database=True)
     with ProgressDisplay(quiet) as progress:
         report = bisect_command(req, progress=progress)
+    if as_json:  # the report itself (bisect.json), for scripts
+        click.echo(render_json(report), nl=False)
+        return
     console = make_console()
     console.print(render_text(report), markup=False, highlight=False, end="")
     console.print(f"wrote bisect.json, bisect.md, bisect.html to {req.out}", markup=False)
