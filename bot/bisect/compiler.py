@@ -51,10 +51,10 @@ def compiler_bisect(setup: Setup, side: Side, model: tuple[str, str, str],
         except (OSError, subprocess.SubprocessError) as e:
             return CompilerFinding(candidate=side.candidate.index, model=label,
                                    note=f"the bisector did not finish: {e}"[:8000])
-        return _finding(tmp / "out.json", side, label, done.stderr or done.stdout)
+        return read_finding(tmp / "out.json", side, label, done.stderr or done.stdout)
 
 
-def _finding(path: Path, side: Side, label: str, log: str) -> CompilerFinding:
+def read_finding(path: Path, side: Side, label: str, log: str) -> CompilerFinding:
     """What the worker wrote, checked; its log's end where it wrote nothing usable."""
     index = side.candidate.index
     try:
