@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
 from compilewatch.bot.judge.bisection import BisectReport
+from compilewatch.bot.render.bisect import render_text
 from compilewatch.core.schema import HostCheck
 from compilewatch.db import connect, list_runs
 from tests.bisectrepo import break_suite, build, sizes, suite_config, together
@@ -126,3 +127,4 @@ def test_ten_times_the_work_is_found_by_compiled_time_both_ends_confirmed(
     assert r.outcome == "found" and r.candidate(r.first_bad).commit == shas[SLOWDOWN]
     assert all(s.reference == 0 and s.processes >= 2 for s in r.steps)
     assert "→" in ends.readings[0].value and "+" in ends.readings[0].value
+    print("\n" + render_text(r))
