@@ -18,6 +18,7 @@ from pathlib import Path
 
 from github.Repository import Repository
 
+from compilewatch.bot.bisect.posting import is_bisect_dir, load_bisect_dir, render_comment
 from compilewatch.bot.github.checks import CheckResult, set_check
 from compilewatch.bot.github.client import (
     DEFAULT_POLICY,
@@ -66,6 +67,7 @@ class PostReport:
     comment: CommentResult | None = None
     check: CheckResult | None = None
     ingested: bool = False
+    bisection: bool = False  # a bisection's report: a comment, no check
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,9 @@ class PostRequest:
 
     outdir: Path | Sequence[Path]  # several: the shards of one group, merged per side
     repo: str
-    sha: str
+    sha: str | None = None  # a pr's head, which the check goes on (a bisection posts none)
     pr: int | None = None
+    issue: int | None = None  # a bisection's report may go on an issue instead of a PR
     head_label: str | None = None
     report_url: str | None = None
     trends_url: str | None = None
@@ -164,13 +167,20 @@ def validate_outdirs(outdirs: Path | Sequence[Path]) -> tuple[RunResults, RunRes
     return base, head
 
 
-def _check_target(repo: str, pr: int | None, sha: str, head: RunResults) -> None:
-    """The PR and commit come from the trusted event; the artifact must agree with them."""
+def _check_repo(repo: str) -> None:
     if not _REPO.match(repo):
         raise UsageError(f"--repo {repo!r}: expected OWNER/NAME")
     split_repo(repo)
+
+
+def _check_target(repo: str, pr: int | None, sha: str | None, head: RunResults) -> None:
+    """The PR and commit come from the trusted event; the artifact must agree with them."""
+    _check_repo(repo)
     if pr is not None and pr < 1:
         raise UsageError(f"--pr {pr}: must be a positive number")
+    if sha is None:
+        raise UsageError("--sha is required to post a pr's output (the commit its check goes "
+                         "on)")
     if not _SHA.match(sha):
         raise UsageError(f"--sha {sha!r}: expected a full lowercase hex commit id")
     commit = head.git.commit
@@ -198,12 +208,19 @@ def find_pull_request(repository: Repository, sha: str, head_label: str | None) 
     return numbers[0]
 
 
-def render_outdir(req: PostRequest, render: Renderer | None = None
-                  ) -> tuple[RunResults, RunResults, Rendered]:
-    """Validate and render without touching GitHub (also what ``--dry-run`` shows)."""
+def _check_urls(req: PostRequest) -> None:
     for option, url in (("--report-url", req.report_url), ("--trends-url", req.trends_url)):
         if url is not None and not _URL.match(url):
             raise UsageError(f"{option} {url[:80]!r}: expected an http(s) URL")
+
+
+def render_outdir(req: PostRequest, render: Renderer | None = None
+                  ) -> tuple[RunResults, RunResults, Rendered]:
+    """Validate and render without touching GitHub (also what ``--dry-run`` shows)."""
+    _check_urls(req)
+    if req.issue is not None:
+        raise UsageError("--issue takes a bisection's output (bisect.json); a pr's output "
+                         "goes on its pull request (--pr)")
     base, head = validate_outdirs(req.outdir)
     _check_target(req.repo, req.pr, req.sha, head)
     out = (render or functools.partial(trusted_render, trends_url=req.trends_url,
@@ -220,10 +237,51 @@ def _ingest(db_url: str, runs: tuple[RunResults, RunResults]) -> None:
         "settings": r.settings.model_copy(update={"trigger": "pr"})}) for r in runs))
 
 
+def _bisect_dir(req: PostRequest) -> Path | None:
+    """The folder, where ``req.outdir`` is one bisection's output."""
+    dirs = [req.outdir] if isinstance(req.outdir, Path | str) else list(req.outdir)
+    if len(dirs) == 1 and is_bisect_dir(Path(dirs[0])):
+        return Path(dirs[0])
+    return None
+
+
+def render_bisect(req: PostRequest, outdir: Path) -> Rendered:
+    """A bisection's comment, validated and rendered here; its one target checked."""
+    _check_repo(req.repo)
+    _check_urls(req)
+    if req.sha is not None:
+        raise UsageError("--sha names the commit a pr's check goes on; a bisection's report "
+                         "is a comment only: leave it out")
+    if (req.pr is None) == (req.issue is None):
+        raise UsageError("a bisection's report goes on one pull request or issue: pass --pr N "
+                         "or --issue N")
+    body, title, mark = render_comment(load_bisect_dir(outdir))
+    return Rendered(fit_comment(body), title, False, mark)
+
+
+def _post_bisect(req: PostRequest, outdir: Path, credentials: Credentials | None,
+                 policy: RetryPolicy) -> PostReport:
+    rendered = render_bisect(req, outdir)
+    if req.dry_run:
+        return PostReport(rendered, bisection=True)
+    if credentials is None:
+        raise UsageError("posting needs credentials (a token or a GitHub App)")
+    repository = open_repo(credentials, req.repo, base_url=req.github_url, policy=policy)
+    number = req.issue if req.issue is not None else req.pr
+    assert number is not None
+    comment = upsert_comment(repository, number, rendered.body, rendered.marker,
+                             only_if_changed=req.only_if_changed, author=req.comment_author)
+    return PostReport(rendered, comment, bisection=True)
+
+
 def post_outdir(req: PostRequest, *, credentials: Credentials | None,
                 policy: RetryPolicy = DEFAULT_POLICY, render: Renderer | None = None
                 ) -> PostReport:
-    """Validate ``req.outdir``, then post one sticky comment and one check (or status)."""
+    """Validate ``req.outdir``, then post one sticky comment and one check (or status); a
+    bisection's folder: its comment alone, on ``req.pr`` or ``req.issue``."""
+    bisect = _bisect_dir(req)
+    if bisect is not None:
+        return _post_bisect(req, bisect, credentials, policy)
     if req.head_label is not None and not _HEAD_LABEL.match(req.head_label):
         raise UsageError(f"--head-label {req.head_label[:80]!r}: expected OWNER:BRANCH")
     base, head, rendered = render_outdir(req, render)
@@ -238,11 +296,13 @@ def post_outdir(req: PostRequest, *, credentials: Credentials | None,
     repository = open_repo(credentials, req.repo, base_url=req.github_url, policy=policy)
     pr = req.pr
     if pr is None:
+        assert req.sha is not None  # _check_target refused a pr's output without one
         pr = find_pull_request(repository, req.sha, req.head_label)
         _check_target(req.repo, pr, req.sha, head)
     comment = upsert_comment(repository, pr, rendered.body, rendered.marker,
                              only_if_changed=req.only_if_changed, author=req.comment_author)
     conclusion = "failure" if rendered.gating_regression else "success"
+    assert req.sha is not None
     try:
         check = set_check(repository, req.sha, req.check_name, conclusion, rendered.title,
                           rendered.body, details_url=req.report_url or comment.url,

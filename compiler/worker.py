@@ -31,6 +31,7 @@ from compilewatch.compiler import (
     cpus,
     gpus,
     memory,
+    overrides,
     probes,
     proctree,
     reads,
@@ -486,6 +487,7 @@ def run_spec(spec: WorkerSpec, import_s: float | None, paid_import: bool = True
     if import_s is not None and paid_import:
         h.seconds["import"] = import_s
     try:
+        overrides.apply()  # the Inductor config a bisection's step tries (docs/bisect.md)
         data = measure_process(spec, h)
         return WorkerOutput(ok=True, phase=spec.phase, import_s=import_s,
                             harness_s=h.seconds, **data)

@@ -617,7 +617,7 @@ class RunSettings(_Model):
     timeout_s: Seconds
     rounds: Positive64
     block_ms: float = Field(gt=0)
-    trigger: Literal["pr", "nightly", "local"] = "local"
+    trigger: Literal["pr", "nightly", "local", "bisect"] = "local"
     side: Literal["base", "head"] | None = None
     cold_processes: Positive32 = 1
     # 0: ``--no-warm``, the first cold process timed steady state itself (files written before

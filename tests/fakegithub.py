@@ -84,6 +84,7 @@ class FakeGitHub:
         self.token_scopes: dict[str, str] = {}  # classic tokens: what X-OAuth-Scopes says
         self.repos: dict[str, dict[str, Any]] = {}
         self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
+        self.issues: set[tuple[str, int]] = set()  # issues that are not pull requests
         self.comments: dict[int, dict[str, Any]] = {}
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.statuses: list[dict[str, Any]] = []
@@ -136,6 +137,11 @@ class FakeGitHub:
         self.add_repo(full_name)
         self.pulls[(full_name, number)] = {"head": head_sha, "base": base_sha,
                                            "label": head_label, "state": state}
+
+    def add_issue(self, full_name: str, number: int) -> None:
+        """An issue that is not a pull request (GitHub numbers both in one sequence)."""
+        self.add_repo(full_name)
+        self.issues.add((full_name, number))
 
     def add_comment(self, full_name: str, number: int, body: str,
                     user: dict[str, Any] = BOT) -> int:
@@ -233,7 +239,9 @@ class FakeGitHub:
         return {
             "id": c["id"], "node_id": f"IC_{c['id']}", "body": c["body"], "user": c["user"],
             "url": self._api(f"/repos/{full}/issues/comments/{c['id']}"),
-            "html_url": f"https://github.example/{full}/pull/{n}#issuecomment-{c['id']}",
+            "html_url": f"https://github.example/{full}/"
+                        f"{'issues' if (full, n) in self.issues else 'pull'}/{n}"
+                        f"#issuecomment-{c['id']}",
             "issue_url": self._api(f"/repos/{full}/issues/{n}"),
             "created_at": c["created_at"], "updated_at": c["updated_at"],
             "author_association": "NONE",

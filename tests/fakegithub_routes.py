@@ -36,6 +36,17 @@ def _pull(fake: FakeGitHub, full: str, n: str) -> dict[str, Any]:
     return pull
 
 
+def _issue(fake: FakeGitHub, full: str, n: str) -> bool:
+    """An issue or a pull request (every pull request is an issue); True for a pull request,
+    404 for neither."""
+    _repo(fake, full)
+    if (full, int(n)) in fake.pulls:
+        return True
+    if (full, int(n)) in fake.issues:
+        return False
+    raise Reply(404, "Not Found")
+
+
 def _validation(field: str, code: str = "invalid", message: str = "") -> Reply:
     return Reply(422, "Validation Failed", errors=[{"field": field, "code": code,
                                                     "message": message}])
@@ -123,16 +134,21 @@ def _pull_json(fake: FakeGitHub, full: str, n: int) -> dict[str, Any]:
 
 
 def get_issue(fake: FakeGitHub, req: Req, full: str, n: str) -> Answer:
-    _pull(fake, full, n)
+    pull = _issue(fake, full, n)
     api = fake._api(f"/repos/{full}")
-    return 200, {"id": 6000 + int(n), "number": int(n), "state": "open", "title": f"PR {n}",
-                 "url": f"{api}/issues/{n}", "comments_url": f"{api}/issues/{n}/comments",
-                 "html_url": f"https://github.example/{full}/pull/{n}", "user": BOT,
-                 "labels": [], "pull_request": {"url": f"{api}/pulls/{n}"}}, {}
+    kind = "pull" if pull else "issues"
+    issue = {"id": 6000 + int(n), "number": int(n), "state": "open",
+             "title": f"{'PR' if pull else 'Issue'} {n}", "url": f"{api}/issues/{n}",
+             "comments_url": f"{api}/issues/{n}/comments",
+             "html_url": f"https://github.example/{full}/{kind}/{n}", "user": BOT,
+             "labels": []}
+    if pull:
+        issue["pull_request"] = {"url": f"{api}/pulls/{n}"}
+    return 200, issue, {}
 
 
 def list_comments(fake: FakeGitHub, req: Req, full: str, n: str) -> Answer:
-    _pull(fake, full, n)
+    _issue(fake, full, n)
     return paginate(fake, req, [fake._comment_json(c) for c in fake.issue_comments(full, int(n))])
 
 
@@ -145,7 +161,7 @@ def _check_body(body: Any) -> str:
 
 
 def create_comment(fake: FakeGitHub, req: Req, full: str, n: str) -> Answer:
-    _pull(fake, full, n)
+    _issue(fake, full, n)
     assert req.user is not None
     cid = fake.add_comment(full, int(n), _check_body(req.json().get("body")), req.user)
     return 201, fake._comment_json(fake.comments[cid]), {}

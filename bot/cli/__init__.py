@@ -6,7 +6,13 @@ code (documented in docs/cli.md): 0 ok, 1 gating regression found, 2 usage or in
 command shares; the commands are registered by importing their modules below.
 """
 
-from compilewatch.bot.cli import github_commands, measure_commands, result_commands
+from compilewatch.bot.cli import (
+    bisect_commands,
+    github_commands,
+    measure_commands,
+    result_commands,
+)
 from compilewatch.bot.cli.base import entry, main
 
-__all__ = ["entry", "github_commands", "main", "measure_commands", "result_commands"]
+__all__ = ["bisect_commands", "entry", "github_commands", "main", "measure_commands",
+           "result_commands"]

@@ -59,7 +59,12 @@ def keys_generate_cmd(out: Path) -> None:
 @click.option("--head-label", default=None,
               help="OWNER:BRANCH of the PR's head, to find the PR when --pr is not known "
                    "(workflow_run events name no PR for forks).")
-@click.option("--sha", required=True, help="Full head commit id the check is attached to.")
+@click.option("--issue", type=click.IntRange(min=1), default=None,
+              help="An issue to put a bisection's report on (OUTDIR written by "
+                   "`compilewatch bisect`); --pr puts it on a pull request.")
+@click.option("--sha", default=None,
+              help="Full head commit id the check is attached to (a pr's output; required "
+                   "there).")
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the token (never pass a token as an argument).")
 @click.option("--app-id", type=GITHUB_ID, default=None, help="GitHub App id (instead of a token).")
@@ -94,18 +99,21 @@ def keys_generate_cmd(out: Path) -> None:
 @click.option("--dry-run", is_flag=True, help="Validate and print the comment; post nothing.")
 @handle_errors
 def post_cmd(use_check: bool, **kwargs: Any) -> None:
-    """Post the comparison of a `compilewatch pr` output directory to a pull request.
+    """Post the comparison of a `compilewatch pr` output directory to a pull request, or a
+    `compilewatch bisect` report to a pull request or an issue.
 
     Several OUTDIRs are the shards of one group (`pr --shard I/N`), merged per side first; a
     shard that sent nothing marks its models insufficient data. OUTDIR is untrusted data:
-    base.json and head.json are validated strictly and the comment is
-    rendered again here; nothing the measuring job wrote is posted as is. One comment per PR is
-    edited in place; the verdict goes to a check run (failure on a gating regression).
+    base.json and head.json (a bisection: bisect.json) are validated strictly and the comment
+    is rendered again here; nothing the measuring job wrote is posted as is. One comment per
+    PR is edited in place (one per bisection); the verdict goes to a check run (failure on a
+    gating regression; a bisection posts no check).
 
     \b
     Example:
       compilewatch post out/ --repo acme/models --pr 42 --sha "$HEAD_SHA"
       compilewatch post shards/*/ --repo acme/models --sha "$HEAD_SHA"
+      compilewatch post compilewatch-out/bisect --repo acme/models --issue 118
     """
     from compilewatch.bot.post import Auth, PostRequest, post_command
 
@@ -114,12 +122,17 @@ def post_cmd(use_check: bool, **kwargs: Any) -> None:
     report = post_command(PostRequest(use_status=not use_check, **kwargs), auth)
     if kwargs["dry_run"]:
         click.echo(report.rendered.body)
+        if report.bisection:
+            click.echo("\n(dry run: nothing posted)", err=True)
+            return
         verdict = "failure" if report.rendered.gating_regression else "success"
         click.echo(f"\n(dry run: nothing posted; the check would be {verdict}: "
                    f"{report.rendered.title})", err=True)
         return
-    assert report.comment is not None and report.check is not None
+    assert report.comment is not None
     click.echo(f"comment {report.comment.action}: {report.comment.url}")
+    if report.check is None:  # a bisection's report: a comment only
+        return
     fallback = " (checks not permitted: fell back to a commit status)" \
         if report.check.fell_back else ""
     click.echo(f"{report.check.kind} {report.check.conclusion}{fallback}")

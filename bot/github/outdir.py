@@ -19,6 +19,10 @@ OUT_FILES = tuple(FILE_LIMITS)
 REQUIRED = ("base.json", "head.json")
 DIAGNOSTICS = "diagnostics"
 
+# what ``compilewatch bisect`` writes: ``post`` reads bisect.json alone and renders again
+BISECT_LIMITS = {"bisect.json": 16 * MIB, "bisect.md": 1 * MIB, "bisect.html": 32 * MIB}
+BISECT_FILES = tuple(BISECT_LIMITS)
+BISECT_REPORT = "bisect.json"
 
 def staging(out: Path) -> Path:
     """A sibling temp dir the output is built in (diagnostics while measuring, files at the

@@ -61,6 +61,19 @@ def md_code(text: str) -> Markup:
     return Markup(f"<code>{md_escape(text)}</code>")
 
 
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_.,:=%+/~^\[\]' -]{1,4000}")
+
+
+def md_command(text: str) -> Markup:
+    """A command line to copy and run: a fenced code block, where nothing is escaped (a
+    backslash or a word joiner would be copied with it) and GitHub neither links nor pings.
+    Only a line of the characters a quoted command of ours holds is fenced; any other is
+    shown escaped, as code."""
+    if _SHELL_SAFE.fullmatch(text):
+        return Markup(f"\n```\n{text}\n```\n")
+    return md_code(text)
+
+
 def plain(text: str) -> str:
     """For the terminal: no control characters (escape sequences) from a run reach it."""
     return clean(text)

@@ -22,6 +22,7 @@ from compilewatch.bot.judge.comparison import (
     ModelRow,
     Verdict,
 )
+from compilewatch.bot.render.commands import row_bisect
 
 DASH = Markup("—")
 FWD_BWD = "peak memory (forward+backward)"
@@ -267,6 +268,7 @@ def row_count(c: Comparison) -> int:
 FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
            "rate": rate, "label": label, "icon": icon, "band": band}
 GLOBALS = {"reasons": reasons, "detailed": detailed, "gating": gating,
+           "row_bisect": row_bisect,
            "key_changes": key_changes,
            "verdict_label": verdict_label, "gating_findings": gating_findings,
            "input_runs": input_runs, "collapse": collapse,

@@ -24,7 +24,7 @@ from compilewatch.bot.judge.host import lanes_note, run_note
 from compilewatch.bot.judge.verdicts import shown_per_call
 from compilewatch.bot.render import filters, plots, run_table, sharedcache, sitemap
 from compilewatch.bot.render.comparison_table import render_table
-from compilewatch.bot.render.escape import headline, md_code, md_escape, shorten
+from compilewatch.bot.render.escape import headline, md_code, md_command, md_escape, shorten
 from compilewatch.bot.render.run_table import disagrees
 from compilewatch.bot.render.sparkline import sparkline
 from compilewatch.core.errors import UsageError
@@ -72,13 +72,19 @@ def _env(kind: str) -> Environment:
     if kind == "md":
         env = Environment(autoescape=False, finalize=_md_finalize, **common)
         env.filters.update(code=md_code, short=lambda s, n=300: shorten(s, n),
-                           headline=headline)
+                           headline=headline, command=md_command)
     else:
         env = Environment(autoescape=True, **common)
         env.filters.update(short=lambda s, n=300: shorten(s, n))
     env.filters.update(filters.FILTERS)
     env.globals.update(filters.GLOBALS)
     return env
+
+
+def template(kind: Literal["md", "html"], name: str) -> Any:
+    """A template of ``compilewatch.templates`` in the environment of its medium: markdown,
+    where every value is escaped unless it is ``Markup``, or autoescaped HTML."""
+    return _env(kind).get_template(name)
 
 
 def check_url(url: str, what: str) -> str:

@@ -41,7 +41,8 @@ from tests.scripts.test_readme_order import _copy_checkout
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
-PRIVILEGED = [("compilewatch-comment.yml", "comment"), ("compilewatch-nightly.yml", "release")]
+PRIVILEGED = [("compilewatch-comment.yml", "comment"), ("compilewatch-nightly.yml", "release"),
+              ("compilewatch-bisect.yml", "report")]
 NUMERICAL = {"numpy", "scipy", "torch", "matplotlib", "triton", "sympy", "pillow"}
 SLUG = "cpu-default-float32-auto"
 FP = "f" * 32
@@ -192,6 +193,25 @@ def test_the_comment_workflow_posts_a_comment_and_a_check(runner: Runner, fake: 
     assert (check["head_sha"], check["conclusion"]) == (HEAD_SHA, "failure")
     assert check["details_url"] == "https://ci.example/run/1"
     assert bool(fake.calls("GET", "/pulls")) == fork  # looked up by label only for a fork
+
+
+def test_the_bisect_workflow_posts_its_report_on_the_issue(runner: Runner, fake: FakeGitHub,
+                                                           tmp_path: Path) -> None:
+    """compilewatch-bisect.yml's report step, verbatim, on the artifact as downloaded."""
+    from compilewatch.bot.render.bisect import marker
+    from tests.bot.render.test_bisect_render import report
+    from tests.bot.test_post_bisect import bisect_dir
+
+    step = run_step("compilewatch-bisect.yml", "report", "compilewatch post")
+    (tmp_path / "temp").mkdir()
+    bisect_dir(tmp_path / "temp")
+    fake.add_issue(REPO, 12)
+    values = {"GITHUB_TOKEN": TOKEN, "REPO": REPO, "ISSUE": "12"}
+    assert set(step["env"]) == set(values)
+    proc = runner.bash(step["run"], tmp_path, GITHUB_API_URL=fake.base_url, **values)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [comment] = fake.issue_comments(REPO, 12)
+    assert comment["body"].startswith(marker(report())) and not fake.check_runs
 
 
 def _nightly(root: Path) -> tuple[Path, dict[str, bytes]]:

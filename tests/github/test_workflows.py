@@ -16,7 +16,8 @@ import yaml
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
 NAMES = ["ci.yml", "compilewatch-pr.yml", "compilewatch-pr-measure.yml",
-         "compilewatch-comment.yml", "compilewatch-nightly.yml"]
+         "compilewatch-comment.yml", "compilewatch-nightly.yml", "compilewatch-bisect.yml"]
+TRUSTED_TRIGGERS = {"schedule", "workflow_dispatch"}
 RUNS_ON_INPUT = "${{ fromJSON(inputs.runs-on) }}"
 PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 
@@ -79,6 +80,9 @@ def triggers(workflow: dict[Any, Any]) -> set[str]:
 def labels(job: dict[str, Any]) -> list[str]:
     """The runner labels a job asks for; a call of the reusable workflow passes them as the
     input ``runs-on``, and its job reads them from there (by default its input's default)."""
+    if "uses" in job and "runs-on" not in job.get("with", {}):  # the called workflow's own
+        called = load(job["uses"].rsplit("/", 1)[-1])
+        return sorted({label for j in called["jobs"].values() for label in labels(j)})
     if "uses" in job:
         return list(json.loads(job["with"]["runs-on"]))
     runs_on = job["runs-on"]
@@ -129,7 +133,22 @@ def test_trusted_self_hosted_runners_never_run_pull_requests(name: str, job_name
     runners; the trusted ones run only what the default branch schedules."""
     if "self-hosted" in labels(job) and "untrusted" not in labels(job):
         assert "trusted" in labels(job), f"{name}: {job_name}: label it trusted or untrusted"
-        assert triggers(load(name)) <= {"schedule", "workflow_dispatch"}, f"{name}: {job_name}"
+        assert trusted_triggers(name), f"{name}: {job_name}"
+
+
+def callers(name: str) -> list[str]:
+    return [n for n in NAMES if f"./.github/workflows/{name}" in (WORKFLOWS / n).read_text()]
+
+
+def trusted_triggers(name: str) -> bool:
+    """Only what the default branch schedules or a maintainer dispatches: a reusable
+    workflow counts as its callers do (the bisect workflow, called by the nightly)."""
+    on = triggers(load(name))
+    if "workflow_call" in on:
+        if not callers(name) or not all(trusted_triggers(c) for c in callers(name)):
+            return False
+        on = on - {"workflow_call"}
+    return on <= TRUSTED_TRIGGERS
 
 
 PIP_INSTALL = re.compile(r"pip install\b(?:[^\n]*\\\n)*[^\n]*")  # with continuations

@@ -1,0 +1,1 @@
+"""``compilewatch bisect``: the first commit, or torch build, where a model regressed."""
