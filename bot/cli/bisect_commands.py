@@ -10,6 +10,7 @@ import click
 
 from compilewatch.bot.cli.base import (
     DB_HELP,
+    bounded,
     color_option,
     handle_errors,
     json_option,
@@ -48,10 +49,10 @@ METRIC_HELP = ("What regressed: compiled-time, cold-compile, warm-compile (timed
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("compilewatch-out/bisect"), show_default=True,
               help="Output directory: bisect.json, bisect.md, bisect.html.")
-@click.option("--max-steps", type=int, default=32, show_default=True,
+@click.option("--max-steps", type=bounded(int, 1, 1000), default=32, show_default=True,
               help="Measuring steps at most (the ends' step included); when they run out, "
                    "the report names the candidates left.")
-@click.option("--max-processes", type=int, default=None,
+@click.option("--max-processes", type=bounded(int, 1, 100), default=None,
               help="A timed step whose verdict is open is measured again with twice the "
                    "processes, up to this many a side. Default: 4 times the first count.")
 @click.option("--within", default=None, metavar="REF",
@@ -107,7 +108,7 @@ def bisect_cmd(as_json: bool, **kwargs: Any) -> None:
 
 
 @main.command("bisect-plan")
-@click.option("--budget", type=int, required=True,
+@click.option("--budget", type=bounded(int, 0, 10_000), required=True,
               help="Measuring steps all of tonight's bisections may take together; each "
                    "is given what its search may need at worst.")
 @click.option("--db", "db_url", envvar="COMPILEWATCH_DB", default=None, help=DB_HELP)
@@ -119,7 +120,7 @@ def bisect_cmd(as_json: bool, **kwargs: Any) -> None:
               default=None,
               help="A clone holding the nights' commits, to count the commits between two "
                    "nights (otherwise 16 are assumed).")
-@click.option("--recent", type=int, default=3, show_default=True,
+@click.option("--recent", type=bounded(int, 1, 1000), default=3, show_default=True,
               help="Only steps among each series' newest N nights: a step is found once "
                    "three nights follow it, so each is planned once.")
 @click.option("--matrix", is_flag=True,

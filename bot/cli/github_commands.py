@@ -59,7 +59,7 @@ def keys_generate_cmd(out: Path) -> None:
 @click.option("--head-label", default=None,
               help="OWNER:BRANCH of the PR's head, to find the PR when --pr is not known "
                    "(workflow_run events name no PR for forks).")
-@click.option("--issue", type=click.IntRange(min=1), default=None,
+@click.option("--issue", type=PR_NUMBER, default=None,
               help="An issue to put a bisection's report on (OUTDIR written by "
                    "`compilewatch bisect`); --pr puts it on a pull request.")
 @click.option("--sha", default=None,

@@ -226,7 +226,8 @@ def test_the_interpreter_calls_are_found() -> None:
     counts = {n: sum(len(interpreter_calls(s.get("run", ""))) for s in steps(load(n)))
               for n in COPIED}
     assert counts == {"compilewatch-pr.yml": 0, "compilewatch-pr-measure.yml": 3,
-                      "compilewatch-comment.yml": 2, "compilewatch-nightly.yml": 8}
+                      "compilewatch-comment.yml": 2, "compilewatch-nightly.yml": 8,
+                      "compilewatch-bisect.yml": 5}
 
 
 @pytest.mark.parametrize(("name", "job_name", "job"), all_jobs())
