@@ -36,10 +36,17 @@ class Outputs:
     compile_skipped: bool = False  # not compiled either: the change touches nothing it reads
     cold_concurrent: bool = False
     trace: str | None = None  # the first cold compile's trace, kept (a relative path)
+    profile: WorkerOutput | None = None  # the profile process (``compiler/kernels.py``)
+    kernel_trace: str | None = None  # its chrome trace, kept (a relative path)
 
     def all(self) -> list[WorkerOutput]:
         return [*([self.scan] if self.scan else []), *self.cold, *self.timing,
-                *([self.warm_start] if self.warm_start else [])]
+                *([self.warm_start] if self.warm_start else []),
+                *([self.profile] if self.profile else [])]
+
+    def diagnostics(self) -> dict[str, str] | None:
+        kept = {"trace": self.trace, "kernel_trace": self.kernel_trace}
+        return {k: v for k, v in kept.items() if v} or None
 
 
 def _status(o: Outputs) -> tuple[Category, str | None]:
@@ -147,7 +154,8 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
     result: dict[str, Any] = {**base, "status": STATUS_OF[category], "category": category,
                               "error": error, "notes": list(o.notes), "duration_s": o.seconds,
                               "harness_s": _harness(o.all()), "modules": _modules(o.all()),
-                              "diagnostics": {"trace": o.trace} if o.trace else None}
+                              "diagnostics": o.diagnostics(),
+                              "kernels": o.profile.kernels if o.profile else None}
     c = o.cold[0]
     result["notes"] = [*o.notes, *c.notes][:64]  # the worker's own: what its probes doubt
     if not c.ok or c.compile is None:

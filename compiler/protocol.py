@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from compilewatch.core.kernels import KernelProfile
 from compilewatch.core.schema import (
     Accuracy,
     CacheCounters,
@@ -36,7 +37,9 @@ from compilewatch.suites.imports import SideCode
 # which also times steady state (a "timing process"). warm_start: an empty cache dir with a
 # portable cache artifact loaded first.
 # scan: no compile; what the model reads of its checkout (``compiler/reads.py``).
-Phase = Literal["scan", "cold", "warm", "warm_start"]
+# profile: a new process on a copy of a cold process's cache dir that runs the compiled model
+# under torch.profiler (``compiler/kernels.py``).
+Phase = Literal["scan", "cold", "warm", "warm_start", "profile"]
 Floats = Annotated[list[Annotated[float, Field(ge=0)]], Field(max_length=100_000)]
 
 
@@ -136,6 +139,7 @@ class WorkerSpec(_Frozen):
     # undone before this side's suite is imported)
     # this side's own code: its folders first on sys.path, and what must not come from elsewhere
     code: SideCode | None = None
+    kernel_trace: str | None = None  # profile: write the profiler's chrome trace here
     watch_root: str | None = None  # scan: record what is read under this folder (a checkout)
     home_root: str | None = None  # scan: and count what is read under this one (the user's)
     out: str
@@ -219,6 +223,7 @@ class WorkerOutput(_Frozen):
     latency: LatencySample | None = None
     artifact: SavedArtifact | None = None
     reads: Reads | None = None
+    kernels: KernelProfile | None = None  # profile: each kernel's time over the profiled steps
     modules: Origins = {}  # where the top-level modules this model brought came from
     harness_s: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     notes: list[Text] = Field(default_factory=list, max_length=64)
