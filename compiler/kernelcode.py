@@ -37,7 +37,8 @@ _MAPPING = re.compile(r"^#\s+(\S+) => (.+)$")
 _NUM_GB = re.compile(r"'kernel_num_gb': ([0-9.eE+-]+)")
 _FILE = re.compile(r"^\s*# File: (.+?):(\d+) in \S+, code: (.*)$")
 _NODE = re.compile(r"^\s*(\w+): \S.*? = torch\.ops\.(aten\.\w+|\w+\.\w+)\.\w+\(")
-_EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(|\b(?:torch\.ops\.)?aten\.(\w+)\.\w+\(")
+_EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(|\btorch\.ops\.(\w+)\.(\w+)\.\w+\("
+                     r"|\baten\.(\w+)\.\w+\(")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in \S+\n\s*(.*)')
 
 Shorten = Callable[[str], str]
@@ -139,7 +140,9 @@ def _extern_calls(code: str, nodes: dict[str, Node]) -> list[tuple[str, list[Ker
             continue
         m = _EXTERN.search(line)
         if m and "async_compile" not in line:
-            out.append((f"aten::{m.group(1) or m.group(2)}", _metadata_origins(comment, nodes)))
+            op = f"{m.group(2)}::{m.group(3)}" if m.group(2) else \
+                f"aten::{m.group(1) or m.group(4)}"
+            out.append((op, _metadata_origins(comment, nodes)))
         if stripped:
             comment = []
     return out

@@ -148,23 +148,24 @@ class _Sum:
 
 
 def _sums(calls: Calls, code: dict[str | None, GraphCode]) -> list[_Sum]:
-    """Calls of one kernel (graph, name, kind, shapes) summed; an extern op's origins are
-    those of its call sites, the k-th call of an op in a graph's step being its k-th site."""
+    """Calls of one kernel summed: a generated kernel by (graph, name), an extern op by its
+    call site (the k-th call of that op in a graph's step, which is the graph's k-th call
+    site of it: its origins), an eager op by (name, shapes)."""
     sums: dict[tuple[Any, ...], _Sum] = {}
     seen: dict[tuple[Any, ...], int] = {}
     for c in calls.calls:
-        key = (c.graph, c.name, c.kind, c.shapes)
         graph = code.get(c.graph)
-        s = sums.setdefault(key, _Sum(c, graph))
+        site = None
+        if c.kind == "extern":
+            site = seen[(c.step, c.graph, c.name)] = seen.get((c.step, c.graph, c.name), -1) + 1
+        s = sums.setdefault((c.graph, c.name, c.kind, c.shapes, site), _Sum(c, graph))
         s.add(c)
-        if graph is None:
+        if graph is None or s.origins:
             continue
         if c.kind == "extern":
-            k = seen[(c.step, c.graph, c.name)] = seen.get((c.step, c.graph, c.name), -1) + 1
             sites = [o for op, o in graph.externs if op == c.name]
-            if k < len(sites):
-                s.origins += [o for o in sites[k] if o not in s.origins]
-        elif not s.origins:
+            s.origins = list(sites[site]) if site is not None and site < len(sites) else []
+        else:
             s.origins = list(graph.kernels.get(c.name, []))
     return list(sums.values())
 
