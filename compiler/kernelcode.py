@@ -81,7 +81,11 @@ def _metadata_origins(comment: Sequence[str], nodes: dict[str, Node]) -> list[Ke
         if m:
             sources = [s.strip() for s in m.group(1).split(",") if s.strip()]
             atens = [a.strip() for a in m.group(2).split(",") if a.strip()]
-            out += [KernelOrigin(node=s) for s in sources] + [KernelOrigin(aten=a) for a in atens]
+            if len(sources) == 1:  # one node: every op is its
+                out += [KernelOrigin(node=sources[0], aten=a) for a in atens or [None]]
+            else:
+                out += [KernelOrigin(node=s) for s in sources] + \
+                    [KernelOrigin(aten=a) for a in atens]
     return out
 
 

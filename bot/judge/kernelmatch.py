@@ -71,7 +71,7 @@ class Unit:
                                    o.node and f"node:{_INDEX.sub('', o.node)}") if x)
         return frozenset(out)
 
-    @property
+    @cached_property
     def key(self) -> tuple[object, ...]:
         k = self.kernel
         shapes = k.shapes if k.kind in ("extern", "eager") else None
@@ -97,10 +97,18 @@ def _inside(part: Unit, whole: Unit) -> float:
 def _same(base: list[Unit], head: list[Unit]) -> list[Match]:
     """Step 1: kernels with one key on both sides; among several, the most alike first, then
     in their order."""
+    heads: dict[tuple[object, ...], list[Unit]] = {}
+    for u in head:
+        heads.setdefault(u.key, []).append(u)
+    bases: dict[tuple[object, ...], list[Unit]] = {}
+    for u in base:
+        bases.setdefault(u.key, []).append(u)
     out: list[Match] = []
-    for key in dict.fromkeys(u.key for u in base):
-        bs = [u for u in base if u.key == key]
-        hs = [u for u in head if u.key == key]
+    for key, bs in bases.items():
+        hs = heads.get(key, [])
+        if len(bs) == 1 and len(hs) == 1:
+            out.append(Match("same", (bs[0],), (hs[0],)))
+            continue
         pairs = sorted(((b, h) for b in bs for h in hs),
                        key=lambda p: (-similarity(*p), abs(p[0].index - p[1].index),
                                       p[0].index, p[1].index))
@@ -113,28 +121,58 @@ def _same(base: list[Unit], head: list[Unit]) -> list[Match]:
     return out
 
 
-def _parts(whole: Unit, candidates: list[Unit]) -> list[Unit]:
-    """The candidates that are mostly inside ``whole``, if two or more of them cover most of
-    it: a split (or, from the other side, a merge)."""
-    parts = [c for c in candidates if c.role == whole.role and c.kernel.kind == whole.kernel.kind
-             and _inside(c, whole) >= INSIDE]
+class _Index:
+    """The units of one side by feature: what may be alike is what shares a feature (a
+    suite's kernels share few), so no pass compares every pair."""
+
+    def __init__(self, units: Sequence[Unit]) -> None:
+        self.alive = {id(u): u for u in units}
+        self.by: dict[str, list[Unit]] = {}
+        for u in units:
+            for f in u.features:
+                self.by.setdefault(f, []).append(u)
+
+    def near(self, u: Unit) -> list[Unit]:
+        """The units (still there) that share a feature with ``u``, of its role and kind."""
+        seen: dict[int, Unit] = {}
+        for f in u.features:
+            for v in self.by.get(f, ()):
+                seen.setdefault(id(v), v)
+        return [v for v in seen.values() if id(v) in self.alive and v.role == u.role
+                and v.kernel.kind == u.kernel.kind]
+
+    @property
+    def units(self) -> list[Unit]:
+        return list(self.alive.values())
+
+    def has(self, u: Unit) -> bool:
+        return id(u) in self.alive
+
+    def remove(self, u: Unit) -> None:
+        del self.alive[id(u)]
+
+
+def _parts(whole: Unit, others: _Index) -> list[Unit]:
+    """The units of ``others`` that are mostly inside ``whole``, if two or more of them cover
+    most of it: a split (or, from the other side, a merge)."""
+    parts = [c for c in others.near(whole) if _inside(c, whole) >= INSIDE]
     if len(parts) < 2:
         return []
     covered = frozenset().union(*(p.features for p in parts)) & whole.features
     return parts if len(covered) >= INSIDE * len(whole.features) else []
 
 
-def _split_merged(base: list[Unit], head: list[Unit]) -> list[Match]:
+def _split_merged(base: _Index, head: _Index) -> list[Match]:
     """Step 2: one kernel on one side, several on the other."""
     out: list[Match] = []
-    for b in list(base):
+    for b in list(base.units):
         parts = _parts(b, head)
         if parts:
             out.append(Match("split", (b,), tuple(parts)))
             base.remove(b)
             for p in parts:
                 head.remove(p)
-    for h in list(head):
+    for h in list(head.units):
         parts = _parts(h, base)
         if parts:
             out.append(Match("merged", tuple(parts), (h,)))
@@ -144,14 +182,13 @@ def _split_merged(base: list[Unit], head: list[Unit]) -> list[Match]:
     return out
 
 
-def _changed(base: list[Unit], head: list[Unit]) -> list[Match]:
+def _changed(base: _Index, head: _Index) -> list[Match]:
     """Step 3: one to one by the most in common, at least ``SIMILAR``."""
-    pairs = sorted(((similarity(b, h), b, h) for b in base for h in head
-                    if b.role == h.role and b.kernel.kind == h.kernel.kind),
+    pairs = sorted(((similarity(b, h), b, h) for b in base.units for h in head.near(b)),
                    key=lambda p: -p[0])
     out: list[Match] = []
     for sim, b, h in pairs:
-        if sim < SIMILAR or b not in base or h not in head:
+        if sim < SIMILAR or not base.has(b) or not head.has(h):
             continue
         base.remove(b)
         head.remove(h)
@@ -164,8 +201,8 @@ def match(base: Sequence[Kernel], head: Sequence[Kernel]) -> list[Match]:
     bs, hs = [Unit(k) for k in base], [Unit(k) for k in head]
     same = _same(bs, hs)
     matched = {id(u) for m in same for u in (*m.base, *m.head)}
-    bs = [u for u in bs if id(u) not in matched]
-    hs = [u for u in hs if id(u) not in matched]
-    out = same + _split_merged(bs, hs) + _changed(bs, hs)
-    out += [Match("gone", (b,)) for b in bs] + [Match("new", (), (h,)) for h in hs]
-    return out
+    left_b = _Index([u for u in bs if id(u) not in matched])
+    left_h = _Index([u for u in hs if id(u) not in matched])
+    out = same + _split_merged(left_b, left_h) + _changed(left_b, left_h)
+    out += [Match("gone", (b,)) for b in left_b.units]
+    return out + [Match("new", (), (h,)) for h in left_h.units]

@@ -213,7 +213,7 @@ def kernel_reason(row: ModelRow) -> Reason | None:
         label += Markup("; ") + Markup.escape(k.host.finding)
     items = [f"{kernel_names(x)} {dus(x.delta_us)}"
              + (f" ({KERNEL_STATUS[x.status]})" if KERNEL_STATUS[x.status] else "")
-             for x in moved]
+             for x in moved[:3]]  # what a row shows: the rest is in the details' table
     return Reason(label, items, kind="kernels", items_label="largest")
 
 
