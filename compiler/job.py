@@ -364,10 +364,14 @@ class SideJob:
         return any(o.ok and o.latency is not None
                    for o in [*self.outputs.cold, *self.outputs.timing])
 
-    def record_profile(self, output: WorkerOutput) -> None:
-        """The profile process's output, its chrome trace gzipped into the diagnostics folder
-        (``kernels.trace.json.gz``, which Perfetto opens); a failed one is a note, as a
-        follow-up's is: the model was measured without it."""
+    def record_profile(self, output: WorkerOutput, seconds: float) -> None:
+        """The profile process's output (with its wall time, what it added to the run), its
+        chrome trace gzipped into the diagnostics folder (``kernels.trace.json.gz``, which
+        Perfetto opens); a failed one is a note, as a follow-up's is: the model was measured
+        without it."""
+        if output.kernels is not None:
+            output = output.model_copy(update={"kernels": output.kernels.model_copy(
+                update={"process_s": seconds})})
         self.outputs.profile = output
         if not output.ok:
             self.outputs.notes.append(f"kernel profile failed ({output.category.value}): "

@@ -224,7 +224,7 @@ class Loop:
             sj.outputs.timing.append(output)
         elif task.kind == "profile":
             assert output is not None
-            sj.record_profile(output)
+            sj.record_profile(output, seconds)
         elif output is not None:
             sj.record_warm_start(output)
         self.settle(sj)

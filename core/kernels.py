@@ -71,6 +71,7 @@ class KernelProfile(Strict):
     # the profile process compiled its own graphs: a setting the profile needs
     # (``cpp.enable_kernel_profile``) is part of the FX cache key
     own_compile: bool = False
+    process_s: float | None = Field(None, ge=0)  # the profile process's wall time, all of it
     notes: list[Text] = Field(default_factory=list, max_length=16)
     unknown_reason: Text | None = None  # why nothing was profiled (the process failed)
 

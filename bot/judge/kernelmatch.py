@@ -159,7 +159,9 @@ def _parts(whole: Unit, others: _Index) -> list[Unit]:
     if len(parts) < 2:
         return []
     covered = frozenset().union(*(p.features for p in parts)) & whole.features
-    return parts if len(covered) >= INSIDE * len(whole.features) else []
+    if len(covered) < INSIDE * len(whole.features):
+        return []
+    return sorted(parts, key=lambda u: (u.index, u.kernel.name))
 
 
 def _split_merged(base: _Index, head: _Index) -> list[Match]:
