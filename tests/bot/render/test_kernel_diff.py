@@ -82,3 +82,12 @@ def test_the_report_holds_every_kernel_and_the_host_side() -> None:
         assert f"triton_poi_fused_op{i}_{i}" in page
     assert "kernel launches a step 40 → 40" in page
     assert "onerror=alert" not in page.replace("onerror=alert(1)&gt;", "")  # escaped
+
+
+def test_a_runs_own_report_lists_each_profiled_models_longest_kernels() -> None:
+    """``run --profile-kernels`` has no base: its report lists a model's 20 longest kernels."""
+    from compilewatch.bot.render.formats import render_run_html
+
+    page = render_run_html(run_results([_with(model_result("m"), _profile(30))]))
+    assert "triton_poi_fused_op0_0" in page and "10 more kernels in the results file" in page
+    assert "30 launches" in page and "models.py:0" in page
