@@ -306,7 +306,7 @@ class SideJob:
             suite=job.suite.source, model=job.spec.name, config=job.config, phase=phase,
             trace_dir=trace, kernel_trace=kernel_trace,
             large=job.config.device == "cuda", rounds=opts.rounds, block_ms=opts.block_ms,
-            time_steady_state=times, measure_memory=first_timing,
+            time_steady_state=times and kind != "profile", measure_memory=first_timing,
             check_accuracy=first_cold or kind == "warm_start",
             save_artifact=save, pin_cpus=where.pin_cpus if times else where.compile_cpus,
             device_lock=where.device_lock, gpu=where.gpu,

@@ -169,11 +169,23 @@ def _provenance(graph: GraphCode, mappings: dict[str, Any], stacks: dict[str, An
                               code=nodes.get(n, Node()).code) for n in names]
         if not any(o.location for o in found):
             found += _frames(stacks.get(handle) or [], shorten)
+        op = _extern_op(kernel)
         if kernel in graph.kernels and not graph.kernels[kernel]:
             graph.kernels[kernel] = found
-        elif kernel.startswith("extern_kernels.") and sites.get(f"aten::{kernel[15:]}"):
-            i = sites[f"aten::{kernel[15:]}"].pop(0)
+        elif op is not None and sites.get(op):
+            i = sites[op].pop(0)
             graph.externs[i] = (graph.externs[i][0], found)
+
+
+def _extern_op(handle: str) -> str | None:
+    """The op a provenance handle of an extern call names: ``extern_kernels.mm`` is
+    ``aten::mm``, ``torch.ops.mylib.fence.default`` is ``mylib::fence``."""
+    if handle.startswith("extern_kernels."):
+        return f"aten::{handle[15:]}"
+    parts = handle.split(".")
+    if len(parts) == 5 and parts[:2] == ["torch", "ops"]:
+        return f"{parts[2]}::{parts[3]}"
+    return None
 
 
 def _handle_order(handle: str) -> int:

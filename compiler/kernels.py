@@ -56,8 +56,7 @@ class Capture:
     @classmethod
     def start(cls) -> Capture:
         try:
-            return cls(trace.install(aot_components=False,
-                                     keep=(*kernelcode.EVENTS, "fx_graph_cache_")))
+            return cls(trace.install(aot_components=False, keep=kernelcode.EVENTS))
         except trace.TraceUnavailable as e:
             return cls(None, [f"kernel origins unknown: {e}"])
 

@@ -215,6 +215,8 @@ def read(trace: Mapping[str, Any]) -> Calls:
             entry[3] = op.dur
     _device_time(device, launched, totals, out)
     for step, graph, op, us, launches in totals.values():
+        if cuda and not us and not launches:
+            continue  # an op of the host alone (an allocation, a view): no kernel
         name, kind = _named(op, graph)
         out.calls.append(Call(step, name, kind, graph, us, launches if cuda else 1,
                               _shapes(op) if kind in ("extern", "eager") else None, _gb(op)))

@@ -199,6 +199,12 @@ def kernel_status(line: KernelLine) -> Markup:
     return Markup(said or "—")
 
 
+def finding(line: str | None) -> Markup:
+    """A kernel diff's host finding: our words and numbers only (``bot/judge/kernels.py``
+    composes it from counts and times), so not escaped into backslashes."""
+    return Markup(Markup.escape(line or ""))
+
+
 def kernel_reason(row: ModelRow) -> Reason | None:
     """The kernels that moved beyond their noise, or stopped being one kernel to one, and a
     change in launches a step: the three largest by their change a step."""
@@ -210,7 +216,7 @@ def kernel_reason(row: ModelRow) -> Reason | None:
         return None
     label = Markup(f"kernels ({len(moved)} of {len(k.lines)} moved)")
     if k.host.finding:
-        label += Markup("; ") + Markup.escape(k.host.finding)
+        label += Markup("; ") + finding(k.host.finding)
     items = [f"{kernel_names(x)} {dus(x.delta_us)}"
              + (f" ({KERNEL_STATUS[x.status]})" if KERNEL_STATUS[x.status] else "")
              for x in moved[:3]]  # what a row shows: the rest is in the details' table
@@ -312,7 +318,8 @@ def row_count(c: Comparison) -> int:
 
 
 FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
-           "rate": rate, "label": label, "icon": icon, "band": band, "dus": dus}
+           "rate": rate, "label": label, "icon": icon, "band": band, "dus": dus,
+           "finding": finding}
 GLOBALS = {"reasons": reasons, "detailed": detailed, "gating": gating,
            "key_changes": key_changes, "kernel_names": kernel_names,
            "kernel_status": kernel_status, "KERNELS_SHOWN": 5,

@@ -125,7 +125,7 @@ def _cuda_trace() -> dict[str, Any]:
     compiled graph that launches a Triton kernel (its launcher's ``cpu_op``, then
     ``cuLaunchKernel``), an extern ``aten::mm`` (``cudaLaunchKernel`` of a cuBLAS kernel),
     and a CUDA graph's replay (``cudaGraphLaunch``, two kernels); an eager op outside the
-    graph; device kernels linked by CUPTI's correlation id."""
+    graph, and one that launches nothing; device kernels linked by CUPTI's correlation id."""
     def x(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts,
                 "dur": dur, "args": args}
@@ -141,6 +141,7 @@ def _cuda_trace() -> dict[str, Any]:
         x("cuda_runtime", "cudaGraphLaunch", 40, 6, correlation=13),
         x("cpu_op", "aten::add_", 70, 10),
         x("cuda_runtime", "cudaLaunchKernel", 72, 3, correlation=14),
+        x("cpu_op", "aten::empty_strided", 85, 2),  # the host's alone: no kernel
         x("kernel", "triton_poi_fused_add_gelu_0", 10, 7.5, tid=7, correlation=11),
         x("kernel", "sm90_xmma_gemm_f32f32", 25, 30, tid=7, correlation=12),
         x("kernel", "triton_red_fused_sum_1", 60, 4, tid=7, correlation=13),
