@@ -172,7 +172,8 @@ def _sums(calls: Calls, code: dict[str | None, GraphCode]) -> list[_Sum]:
 def summarise(calls: Calls, graphs: Sequence[GraphCode], *, activity: str,
               own_compile: bool, notes: Iterable[str] = ()) -> KernelProfile:
     """The profile of one process: each kernel with its time, calls, launches, spread over
-    the steps and origins, the longest first (at most ``MAX_KERNELS``)."""
+    the steps and origins, the longest first (at most ``MAX_KERNELS``; the others' time stays
+    in ``device_us``)."""
     steps = max(1, calls.steps)
     code = _code_of(graphs, calls)
     sums = sorted(_sums(calls, code), key=lambda s: -s.us)

@@ -14,8 +14,10 @@ from pydantic import Field
 
 from compilewatch.core.fields import Count32, Count64, Positive32, Short, Strict, Text
 
-MAX_KERNELS = 512
-MAX_KERNEL_ORIGINS = 16
+# A profile of MAX_KERNELS kernels of MAX_KERNEL_ORIGINS origins each is about 2,600 of a
+# results file's 1,000,000 arrays and objects (MAX_CONTAINERS): some 380 such profiles a file
+MAX_KERNELS = 256
+MAX_KERNEL_ORIGINS = 8
 # generated: Inductor's own kernel (cpp_fused_*, triton_*); extern: an op a compiled graph calls
 # (aten::mm); eager: an op outside every compiled graph (a graph break's, the optimizer's);
 # device: a device kernel no op launched (a CUDA graph's replay), by its own name

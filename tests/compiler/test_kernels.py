@@ -222,3 +222,19 @@ def test_triton_kernels_origins_come_from_the_comment_above_their_definition() -
     assert graph.gb == {"triton_poi_fused_add_gelu_0": 0.25}
     [(op, mm)] = graph.externs
     assert op == "aten::mm" and [(o.node, o.aten) for o in mm] == [("matmul", "aten.mm")]
+
+
+def test_past_max_kernels_the_shortest_are_left_out_and_counted() -> None:
+    from compilewatch.compiler.kernels import summarise
+    from compilewatch.compiler.kerneltrace import Call, Calls
+    from compilewatch.core.kernels import MAX_KERNELS
+
+    n = MAX_KERNELS + 44
+    calls = Calls(calls=[Call(step, f"cpp_fused_op{i}_{i}", "generated", "fk", 1.0 + i, 1)
+                         for step in range(2) for i in range(n)],
+                  step_us=[500.0, 510.0], graphs=["fk"])
+    p = summarise(calls, [], activity="cpu", own_compile=True)
+    assert len(p.kernels) == MAX_KERNELS and p.left_out == 44
+    assert p.kernels[0].name == f"cpp_fused_op{n - 1}_{n - 1}"  # the longest first
+    assert p.device_us == sum(1.0 + i for i in range(n))  # the left out in the step's total
+    assert (p.steps, p.launches_per_step, p.step_us) == (2, float(n), 505.0)
