@@ -119,11 +119,13 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
         raise UsageError(f"--sides must be at least 1, not {sides}")
     n = max(2, math.ceil(DEFAULT_PROCESSES.get(device, 4) / sides))
     # measure_all: two sides of the same code are not a base and a head, whose equal keys
-    # would let the loop skip the timing calibration exists for
+    # would let the loop skip the timing calibration exists for; no profile process: a noise
+    # band is learned from timing alone
     options = MeasureOptions(**{**req.measure.__dict__,
                                 "timing_processes": req.measure.timing_processes or n,
                                 "cold_processes": req.measure.cold_processes or n,
-                                "measure_all": True}).resolve(project_tasks(req.repo))
+                                "measure_all": True, "profile_kernels": False}
+                             ).resolve(project_tasks(req.repo))
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=options.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)
