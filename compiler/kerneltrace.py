@@ -15,6 +15,7 @@ replay) is a call of its own, by its own name.
 
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 from collections.abc import Iterable, Mapping
@@ -175,12 +176,11 @@ class _Steps:
 
     def __init__(self, steps: list[_Event]) -> None:
         self.spans = sorted((e.ts, e.end) for e in steps)
+        self.starts = [start for start, _ in self.spans]
 
     def at(self, ts: float) -> int | None:
-        for i, (start, end) in enumerate(self.spans):
-            if start <= ts <= end:
-                return i
-        return None
+        i = bisect.bisect_right(self.starts, ts) - 1  # the last step started by then
+        return i if i >= 0 and ts <= self.spans[i][1] else None
 
 
 def read(trace: Mapping[str, Any]) -> Calls:

@@ -1,7 +1,7 @@
 """Kernel diffs (``bot/judge/kernels.py``, ``kernelmatch.py``) on real profile processes of
 Inductor's C++ kernels (``tests/data/suites/kernels_suite.py``, the ``kernel_profiles``
 fixture): which kernel got heavier, which is new, which was split, across index shifts; the
-host side; and a second process of the same code, where nothing moves beyond its noise."""
+host side; two processes of the same code; and the noise rule."""
 
 from __future__ import annotations
 
@@ -83,13 +83,42 @@ def test_a_graph_break_that_splits_a_kernel_is_named_in_the_launches(
     assert "launch-bound" in d.host.finding
 
 
-def test_a_second_process_of_the_same_code_moves_no_kernel_beyond_its_noise(
+def test_a_second_process_of_the_same_code_matches_every_kernel_one_to_one(
         kernel_profiles: dict[str, Any]) -> None:
-    d = _diff(kernel_profiles, "base", "again", band=0.03)
+    """Two profile processes of the same code: each kernel is the same one, and neither the
+    launches nor the graphs moved. (Whether a kernel's time moved beyond its noise is the
+    GPU's A/A target: on this shared 2-core machine one kernel of an A/A pair once read 48 µs
+    in one process and 105 µs in the other, past the band the model's verdict needed;
+    docs/measurement.md, "Kernel profiles".)"""
+    d = _diff(kernel_profiles, "base", "again")
+    assert [(x.status, x.base, x.head) for x in d.lines if x.base != x.head] == []
     assert [x.status for x in d.lines] == ["same"] * 3
-    assert not [x for x in d.lines if x.beyond_noise], [
-        (x.head, x.delta_us, x.noise_us) for x in d.lines]
-    assert d.host.finding is None
+    assert d.host.finding is None and d.host.base_launches == d.host.head_launches == 3
+
+
+def _timed(us: float, spread: float = 0.0) -> Kernel:
+    return Kernel(name="triton_poi_fused_add_0", kind="generated", graph="0_forward", calls=20,
+                  launches=20, total_us=us * 20, step_us=us, step_spread_us=spread)
+
+
+def _one(k: Kernel, device_us: float) -> KernelProfile:
+    return KernelProfile(activity="cuda", steps=20, device_us=device_us, kernels=[k])
+
+
+def test_a_kernel_is_beyond_its_noise_only_past_its_spread_the_band_and_the_floor() -> None:
+    """The three terms, each deciding once: the kernel's own spread over the calls, the
+    band the model's verdict needed of its time, and 0.2% of the step."""
+    def line(base: Kernel, head: Kernel, band: float, step: float = 100.0) -> KernelLine:
+        d = diff(_one(base, step), _one(head, step), band=band)
+        assert d is not None
+        return d.lines[0]
+
+    assert line(_timed(50.0), _timed(52.5), band=0.05).beyond_noise is False  # 2.5 < 2.625
+    assert line(_timed(50.0), _timed(54.0), band=0.05).beyond_noise is True  # 4 > 2.7
+    spread = line(_timed(50.0, spread=9.0), _timed(54.0, spread=9.0), band=0.05)
+    assert not spread.beyond_noise and spread.noise_us == 9.0
+    floor = line(_timed(1.0), _timed(1.5), band=0.05, step=5000.0)  # +50%, a 5 ms step
+    assert not floor.beyond_noise and floor.noise_us == 10.0
 
 
 def _kernel(name: str, us: float, *ops: str, line: int = 1, kind: str = "generated"
