@@ -9,7 +9,7 @@ from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import COMMENT_LIMIT, length, render_html, render_markdown
-from compilewatch.core.kernels import Kernel, KernelOrigin, KernelProfile
+from compilewatch.core.kernels import MAX_KERNELS, Kernel, KernelOrigin, KernelProfile
 from compilewatch.core.schema import ModelResult
 from tests.factories import BASE_COMPONENTS, model_result, run_results
 
@@ -63,9 +63,10 @@ def test_the_comment_shows_a_models_five_kernels_that_moved_most_escaped() -> No
 
 
 def test_many_models_with_many_kernels_stay_within_the_comment_limit() -> None:
-    """100 models of 300 kernels each, names 200 characters long: the comment fits GitHub's
-    limit, each model shown still has its five lines, and the cut points to the report."""
-    c = _comparison(100, 300, long=200)
+    """100 models of as many kernels as a profile holds (``MAX_KERNELS``), names 200
+    characters long: the comment fits GitHub's limit, each model shown still has its five
+    lines, and the cut points to the report."""
+    c = _comparison(100, MAX_KERNELS, long=200)
     md = render_markdown(c, report_url="https://ci.example/report.html")
     assert length(md) <= COMMENT_LIMIT
     assert "Truncated to fit" in md
