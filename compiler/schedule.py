@@ -258,8 +258,9 @@ class Loop:
 
     def finish(self, sj: SideJob) -> None:
         """Finish a job whose processes are all in, unless a profile process is still to run
-        (or, with two sides, to be decided with its partner)."""
-        if self._profiles(sj):
+        (or, with two sides, to be decided with its partner). Once: deciding a profile for a
+        pair may finish the partner that asked."""
+        if sj.done or self._profiles(sj):
             return
         self._done(sj, sj.finished(self.settings.compile_slots > 1))
 

@@ -1199,3 +1199,21 @@ def test_a_failed_profile_process_is_a_note_not_the_models_status(
     assert run.result.kernels.unknown_reason == "the profile process failed (runtime_error)"
     assert any("kernel profile failed (runtime_error): profiler blew up" in n
                for n in run.result.notes)
+
+
+def test_a_model_not_timed_is_finished_once_a_side_when_profiles_may_be_asked(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model a is the same compiled code on both sides: not timed, so no profile; deciding
+    that for the pair finishes the partner too, and each side still has one result of it
+    (it had two: the partner was finished again by its own settling). Model b is profiled."""
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
+        return worker_output(spec, fx_key=key)
+
+    _fake(monkeypatch, output=output)
+    sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", profile=lambda b, h: "moved"))
+    for side in ("base", "head"):
+        assert sorted(r.result.model for r in runs[side]) == ["a", "b"]
+    assert sorted((s, m) for s, m, p in FakeLauncher.launches if p == "profile") == [
+        ("base", "b"), ("head", "b")]
