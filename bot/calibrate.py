@@ -119,14 +119,15 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
         raise UsageError(f"--sides must be at least 1, not {sides}")
     n = max(2, math.ceil(DEFAULT_PROCESSES.get(device, 4) / sides))
     # measure_all: two sides of the same code are not a base and a head, whose equal keys
-    # would let the loop skip the timing calibration exists for
-    # an explicit count stands, 0 timing processes (cold compiles' bands only) included
+    # would let the loop skip the timing calibration exists for; no profile process: a noise
+    # band is learned from timing alone; an explicit count stands, 0 timing processes (cold
+    # compiles' bands only) included
     asked = req.measure
     options = MeasureOptions(**{
         **asked.__dict__,
         "timing_processes": n if asked.timing_processes is None else asked.timing_processes,
         "cold_processes": n if asked.cold_processes is None else asked.cold_processes,
-        "measure_all": True}).resolve(project_tasks(req.repo))
+        "measure_all": True, "profile_kernels": False}).resolve(project_tasks(req.repo))
     sources = suite_sources(req.suites, req.repo)
     code = side_code(req.repo, allow_installed=options.allow_installed)
     suites = load_suites(sources, python=req.python, code=code)

@@ -33,7 +33,7 @@ from compilewatch.bot.github.outdir import DIAGNOSTICS, OUT_FILES, staging, writ
 from compilewatch.bot.history.nightly_values import nightly_values
 from compilewatch.bot.history.noise import noise_bands_of
 from compilewatch.bot.judge.comparison import Comparison
-from compilewatch.bot.judge.followup import asker, cold_asker
+from compilewatch.bot.judge.followup import asker, cold_asker, profile_asker
 from compilewatch.bot.judge.host import of_check
 from compilewatch.bot.judge.project import (
     compare_with_project,
@@ -322,7 +322,8 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, E
                            on_done=checkpoint, follow_up=asker(policy, noise, steadiness),
                            cold_follow_up=cold_asker(policy, noise, steadiness),
                            durations=loop_durations(req.shard.durations, req.db_url,
-                                                    envs[pythons["base"]].fingerprint))
+                                                    envs[pythons["base"]].fingerprint),
+                           profile=profile_asker(policy, noise, steadiness))
         runs = results_of(measured)
         comparison = compare_with_project(runs["base"], runs["head"], trees["base"], noise)
         if any(diagnostics.flagged(r) for r in comparison.rows):

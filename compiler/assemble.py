@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from compilewatch.compiler.protocol import WorkerOutput
 from compilewatch.core import estimates
+from compilewatch.core.kernels import KernelProfile
 from compilewatch.core.schema import MAX_ORIGINS, STATUS_OF, Category, ModelResult
 
 LAUNCH_BOUND = 0.8  # host launch time / GPU time above which the GPU waits for the CPU
@@ -38,11 +39,27 @@ class Outputs:
     compile_skipped: bool = False  # not compiled either: the change touches nothing it reads
     cold_concurrent: bool = False
     trace: str | None = None  # the first cold compile's trace, kept (a relative path)
+    profile: WorkerOutput | None = None  # the profile process (``compiler/kernels.py``)
+    kernel_trace: str | None = None  # its chrome trace, kept (a relative path)
 
     def all(self) -> list[WorkerOutput]:
         return [*([self.scan] if self.scan else []), *self.cold, *self.timing,
                 *([self.warm_start] if self.warm_start else []),
-                *([self.remote] if self.remote else [])]
+                *([self.remote] if self.remote else []),
+                *([self.profile] if self.profile else [])]
+
+    def kernels(self, device: str) -> KernelProfile | None:
+        """The profile process's kernels; where it failed, a profile that says why (the diff
+        shows it)."""
+        p = self.profile
+        if p is None or p.ok:
+            return p.kernels if p else None
+        return KernelProfile(activity="cuda" if device == "cuda" else "cpu",
+                             unknown_reason=f"the profile process failed ({p.category.value})")
+
+    def diagnostics(self) -> dict[str, str] | None:
+        kept = {"trace": self.trace, "kernel_trace": self.kernel_trace}
+        return {k: v for k, v in kept.items() if v} or None
 
 
 def _status(o: Outputs) -> tuple[Category, str | None]:
@@ -150,7 +167,8 @@ def _result(base: dict[str, Any], o: Outputs, was_empty: bool) -> dict[str, Any]
     result: dict[str, Any] = {**base, "status": STATUS_OF[category], "category": category,
                               "error": error, "notes": list(o.notes), "duration_s": o.seconds,
                               "harness_s": _harness(o.all()), "modules": _modules(o.all()),
-                              "diagnostics": {"trace": o.trace} if o.trace else None}
+                              "diagnostics": o.diagnostics(),
+                              "kernels": o.kernels(base["config"].device)}
     c = o.cold[0]
     result["notes"] = [*o.notes, *c.notes][:64]  # the worker's own: what its probes doubt
     if not c.ok or c.compile is None:

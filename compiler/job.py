@@ -147,6 +147,7 @@ class SideJob:
     done: bool = False
     result: JobRun | None = None
     followed_up: bool = False  # asked once whether more processes would settle it
+    profile_asked: bool = False  # asked once whether a profile process should run
     # the suite whose eager model this job's timing processes also time (``Pairing.reference``)
     reference: str | None = None
     cold_dirs: dict[int, Path] = field(default_factory=dict)  # kept caches of cold compiles 2..
@@ -271,9 +272,21 @@ class SideJob:
             return self.cold_dir(index)
         if kind in ("warm_start", "scan", "remote"):
             return self.workdir(kind)
+        if kind == "profile":
+            return self.workdir("profile") / "inductor-cache"
         if kind == "timing":
             return self.cold_dirs.get(self.timing_cache(index), self.cache_dir)
         return self.cache_dir
+
+    def profile_cache(self) -> Path:
+        """A copy of the first cold compile's warm cache (timing process 1's) for the profile
+        process: on a CPU it compiles graphs of its own (``compiler/kernels.py``), and what it
+        writes must reach no cache another process reads (a reused ``cache_root`` outlives
+        the run)."""
+        dest = self.task_cache(Task((), self.side, self.job, "profile", 1))
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(self.cache_dir, dest, symlinks=True)
+        return dest
 
     def drop_cold_dirs(self) -> list[Path]:
         """The kept cold caches, to remove: the job is done."""
@@ -295,11 +308,13 @@ class SideJob:
             else None
         referenced = kind == "timing" and self.reference is not None
         shared = opts.remote
+        kernel_trace = str(self.workdir("profile") / "kernels.json") if kind == "profile" \
+            else None
         return WorkerSpec(
             suite=job.suite.source, model=job.spec.name, config=job.config, phase=phase,
-            trace_dir=trace,
+            trace_dir=trace, kernel_trace=kernel_trace,
             large=job.config.device == "cuda", rounds=opts.rounds, block_ms=opts.block_ms,
-            time_steady_state=times, measure_memory=first_timing,
+            time_steady_state=times and kind != "profile", measure_memory=first_timing,
             check_accuracy=first_cold or kind in ("warm_start", "remote"),
             save_artifact=save, pin_cpus=where.pin_cpus if times else where.compile_cpus,
             device_lock=where.device_lock, gpu=where.gpu,
@@ -380,6 +395,30 @@ class SideJob:
         counters = (output.counters or CacheCounters()).model_copy(update={"fx_remote_put": n})
         return output.model_copy(update={"counters": counters})
 
+    def timed(self) -> bool:
+        """Steady state was timed (a timing process, or a cold one with ``--no-warm``), and
+        not skipped: a profile process has compiled code to profile."""
+        if self.outputs.timing_skipped or self.outputs.compile_skipped:
+            return False
+        return any(o.ok and o.latency is not None
+                   for o in [*self.outputs.cold, *self.outputs.timing])
+
+    def record_profile(self, output: WorkerOutput, seconds: float) -> None:
+        """The profile process's output (with its wall time, what it added to the run), its
+        chrome trace gzipped into the diagnostics folder (``kernels.trace.json.gz``, which
+        Perfetto opens); a failed one is a note, as a follow-up's is: the model was measured
+        without it."""
+        if output.kernels is not None:
+            output = output.model_copy(update={"kernels": output.kernels.model_copy(
+                update={"process_s": seconds})})
+        self.outputs.profile = output
+        if not output.ok:
+            self.outputs.notes.append(f"kernel profile failed ({output.category.value}): "
+                                      f"{(output.error or '')[-300:]}")
+            return
+        self.outputs.kernel_trace = self.keep(self.workdir("profile") / "kernels.json",
+                                              name="kernels.trace.json.gz")
+
     def follow_up_failed(self, task: Task, output: WorkerOutput | None) -> bool:
         """A follow-up's process (past the side's own cold or timing processes) that failed:
         a note, not the model's status; the model passed with the processes its first
@@ -395,16 +434,21 @@ class SideJob:
     def keep_trace(self) -> str | None:
         """The first cold compile's trace, gzipped into the diagnostics folder; its path relative
         to ``diagnostics_base`` (None: nothing was asked for, or torch wrote none)."""
+        trace = self.workdir("trace")
+        return self.keep(*sorted(p for p in trace.iterdir() if p.is_file()),
+                         name="cold.trace.gz")
+
+    def keep(self, *files: Path, name: str) -> str | None:
+        """``files`` gzipped, one after the other, into the diagnostics folder as ``name``; its
+        path relative to ``diagnostics_base`` (None: nothing was asked for, or no file)."""
         opts = self.opts
-        if opts.diagnostics_dir is None:
+        files = tuple(f for f in files if f.is_file())
+        if opts.diagnostics_dir is None or not files:
             return None
-        logs = sorted(p for p in self.workdir("trace").iterdir() if p.is_file())
-        if not logs:
-            return None
-        dest = opts.diagnostics_dir / self.stem / "cold.trace.gz"
+        dest = opts.diagnostics_dir / self.stem / name
         dest.parent.mkdir(parents=True, exist_ok=True)
         with gzip.open(dest, "wb") as out:
-            for log in logs:
+            for log in files:
                 with open(log, "rb") as f:
                     shutil.copyfileobj(f, out)
         return os.path.relpath(dest, opts.diagnostics_base or opts.diagnostics_dir)

@@ -33,8 +33,9 @@ from typing import Literal, TypeVar
 from compilewatch.compiler import cpus
 from compilewatch.compiler.plan import Job
 
-# process kinds: a compile-only process, or a timing one (runs in the device lane)
-Kind = Literal["scan", "cold", "timing", "warm_start", "remote"]
+# process kinds: a compile-only process, or a timing one (runs in the device lane); a profile
+# process runs in the device lane too (``compiler/kernels.py``)
+Kind = Literal["scan", "cold", "timing", "warm_start", "remote", "profile"]
 Ident = tuple[str, str, str]
 
 R = TypeVar("R")

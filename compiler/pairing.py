@@ -41,6 +41,8 @@ class PairRules:
     cold_follow_up: FollowUp | None = None
     extra_cold: int = 0
     cold_concurrent: bool = False  # compiles run side by side (a result says so)
+    profile: FollowUp | None = None  # why a model gets a profile process a side
+    profile_kernels: bool = False  # every timed model gets one
 
 
 class Loop(Protocol):
@@ -258,6 +260,40 @@ class Pairing:
                 and sum(1 for c in out.cold if c.ok) >= 2:
             asks.append(("cold", r.cold_follow_up, r.extra_cold))
         return [a for a in asks if only is None or a[0] == only]
+
+    # --- the profile process ---------------------------------------------------------------
+
+    def profile(self, sj: SideJob, key: Ident) -> bool:
+        """Once both sides have run everything (follow-ups included), ask once whether the
+        model gets a profile process a side (``compiler/kernels.py``): every timed model with
+        ``profile_kernels``, else one whose verdict ``profile`` says warrants it (a change in
+        compiled time). Both sides, or neither: a profile is diffed against its partner's.
+        True: ``sj`` is not finished yet (its partner is still measuring, or its profile
+        process is queued)."""
+        r = self.rules
+        if sj.profile_asked:
+            return not sj.idle
+        if r.profile is None and not r.profile_kernels:
+            return False
+        other = self.partner(sj, key)
+        if other is not None and not other.done and not other.idle:
+            return True  # decided once both are in
+        pair = [o for o in self.pair(key) if not o.done]
+        for o in pair:
+            o.profile_asked = True
+        why = "--profile-kernels" if r.profile_kernels else None
+        if why is None and r.profile is not None and len(pair) == 2 \
+                and all(o.timed() for o in pair):
+            why = self._ask(r.profile, pair, [o.so_far(r.cold_concurrent) for o in pair])
+        timed = [o for o in pair if o.timed()] if why else []
+        for o in timed:
+            if not r.profile_kernels:
+                o.outputs.notes.append(f"kernel profile: {why}")
+            self.loop.push(o, "profile", 1)
+        for o in pair:
+            if o is not sj and o not in timed:
+                self.loop.finish(o)
+        return sj in timed
 
     @staticmethod
     def _ask(ask: FollowUp, pair: list[SideJob], so_far: list[ModelResult]) -> str | None:

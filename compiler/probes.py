@@ -29,6 +29,15 @@ NOTE_MAX = 1000
 _ACTIVE: CompileProbe | None = None  # the probe installed in this process
 
 
+def user_path(path: str, suite: str | None = None) -> str:
+    """A path of the user's code as a graph break's location shows it: relative to the suite's
+    folder or the deepest ``sys.path`` entry holding it (``breaks.short_path``)."""
+    roots = [p for p in sys.path if p]
+    if suite and suite.endswith(".py"):
+        roots.append(str(Path(suite).resolve().parent))
+    return breaks.short_path(path, roots)
+
+
 @dataclass
 class CompileProbe:
     """Installed once per worker before the first compile; read after it."""
@@ -113,10 +122,7 @@ class CompileProbe:
                        f"({recompiled} recompiles) but no graph break was found")
 
     def _shorten(self, path: str) -> str:
-        roots = [p for p in sys.path if p]
-        if self.suite and self.suite.endswith(".py"):
-            roots.append(str(Path(self.suite).resolve().parent))
-        return breaks.short_path(path, roots)
+        return user_path(path, self.suite)
 
     # --- recompiles ----------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from compilewatch.core.kernels import KernelProfile
 from compilewatch.core.schema import (
     Accuracy,
     CacheCounters,
@@ -37,7 +38,9 @@ from compilewatch.suites.imports import SideCode
 # portable cache artifact loaded first.
 # remote: an empty cache dir with the shared compile cache read (``compiler/remotecache.py``).
 # scan: no compile; what the model reads of its checkout (``compiler/reads.py``).
-Phase = Literal["scan", "cold", "warm", "warm_start", "remote"]
+# profile: a new process on a copy of a cold process's cache dir that runs the compiled model
+# under torch.profiler (``compiler/kernels.py``).
+Phase = Literal["scan", "cold", "warm", "warm_start", "remote", "profile"]
 Floats = Annotated[list[Annotated[float, Field(ge=0)]], Field(max_length=100_000)]
 
 
@@ -150,6 +153,7 @@ class WorkerSpec(_Frozen):
     # a trusted run's first cold compile: keep what it compiled here, for the parent to sign
     # and store in the shared cache (the worker holds no credential that writes it)
     remote_outbox: str | None = None
+    kernel_trace: str | None = None  # profile: write the profiler's chrome trace here
     watch_root: str | None = None  # scan: record what is read under this folder (a checkout)
     home_root: str | None = None  # scan: and count what is read under this one (the user's)
     out: str
@@ -236,6 +240,7 @@ class WorkerOutput(_Frozen):
     latency: LatencySample | None = None
     artifact: SavedArtifact | None = None
     reads: Reads | None = None
+    kernels: KernelProfile | None = None  # profile: each kernel's time over the profiled steps
     modules: Origins = {}  # where the top-level modules this model brought came from
     harness_s: dict[Short, Seconds] = Field(default_factory=dict, max_length=64)
     notes: list[Text] = Field(default_factory=list, max_length=64)

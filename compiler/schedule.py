@@ -59,6 +59,11 @@ class LoopSettings:
     # settle it (each on an empty cache, paired as the first ones)
     cold_follow_up: FollowUp | None = None
     extra_cold: int = 0
+    # once a model's processes are all in: with two sides, ``profile(base, head)`` says why
+    # each side gets a profile process (``compiler/kernels.py``; None: it does not), and with
+    # ``profile_kernels`` every timed model gets one, on one side or two
+    profile: FollowUp | None = None
+    profile_kernels: bool = False
     # seconds each (suite, model, config) took before (the stored runs): the loop starts the
     # longest first (``longest_first``)
     durations: Mapping[Ident, float] = field(default_factory=dict)
@@ -67,7 +72,8 @@ class LoopSettings:
         return PairRules(measure_all=self.measure_all, same_environment=self.same_environment,
                          changed=self.changed, follow_up=self.follow_up,
                          extra_timing=self.extra_timing, cold_follow_up=self.cold_follow_up,
-                         extra_cold=self.extra_cold, cold_concurrent=self.compile_slots > 1)
+                         extra_cold=self.extra_cold, cold_concurrent=self.compile_slots > 1,
+                         profile=self.profile, profile_kernels=self.profile_kernels)
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,7 @@ class LoopEvent:
 
 OnEvent = Callable[[LoopEvent], None]
 Ran = tuple[Task, WorkerOutput | None, float]
-STAGE = {"scan": -1, "cold": 0, "timing": 1, "warm_start": 2, "remote": 3}
+STAGE = {"scan": -1, "cold": 0, "timing": 1, "warm_start": 2, "remote": 3, "profile": 4}
 
 
 class Loop:
@@ -161,7 +167,7 @@ class Loop:
         next model before the extra cold compiles of this one, so the timing lane is fed. Every
         scan goes first: each may save a model's whole measurement. Among two sides, the
         pairing ranks a pair's cold compiles and timing processes."""
-        timing = kind == "timing" or sj.opts.times_in_cold(kind, index)
+        timing = kind in ("timing", "profile") or sj.opts.times_in_cold(kind, index)
         rank = 0
         if self.pairing is not None and (timing or kind == "cold"):
             rank = self.pairing.rank(sj.side, sj.order, index)
@@ -219,6 +225,9 @@ class Loop:
         elif task.kind == "remote":
             assert output is not None
             sj.record_remote(output)
+        elif task.kind == "profile":
+            assert output is not None
+            sj.record_profile(output, seconds)
         elif output is not None:
             sj.record_warm_start(output)
         self.settle(sj)
@@ -251,7 +260,25 @@ class Loop:
         self.finish(sj)
 
     def finish(self, sj: SideJob) -> None:
+        """Finish a job whose processes are all in, unless a profile process is still to run
+        (or, with two sides, to be decided with its partner). Once: deciding a profile for a
+        pair may finish the partner that asked."""
+        if sj.done or self._profiles(sj):
+            return
         self._done(sj, sj.finished(self.settings.compile_slots > 1))
+
+    def _profiles(self, sj: SideJob) -> bool:
+        """Whether ``sj`` waits for a profile process (``compiler/kernels.py``): with two
+        sides the pairing decides; alone, every timed model with ``profile_kernels``."""
+        if self.pairing is not None:
+            return self.pairing.profile(sj, ident(sj.job))
+        if sj.profile_asked:
+            return not sj.idle
+        sj.profile_asked = True
+        if not (self.settings.profile_kernels and sj.timed()):
+            return False
+        self.push(sj, "profile", 1)
+        return True
 
     def _done(self, sj: SideJob, run: JobRun) -> None:
         sj.done, sj.result = True, run
@@ -276,7 +303,7 @@ class Loop:
         sj = self.jobs[(task.side, ident(task.job))]
         reference_code = self.pairing.reference_code() if self.pairing is not None else None
         spec = sj.spec(task, self._where(sj, cores, task.gpu), reference_code)
-        cache_dir = sj.task_cache(task)
+        cache_dir = sj.profile_cache() if task.kind == "profile" else sj.task_cache(task)
         name = f"{task.side}-{task.job.suite.name}-{task.job.spec.name}-{task.job.config.slug}" \
                f"-{task.kind}{task.index}"
         if task.kind == "warm_start":

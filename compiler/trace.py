@@ -56,15 +56,16 @@ class Event:
         return f"{self.frame_id}/{self.frame_compile_id}"
 
 
-def event_of(metadata: Any, payload: Any) -> Event | None:
-    """The event a ``trace_log`` record carries, or None when it is not one of ours."""
+def event_of(metadata: Any, payload: Any, keep: tuple[str, ...] = KEEP) -> Event | None:
+    """The event a ``trace_log`` record carries, or None when it is not one of ours (its name
+    starts with none of ``keep``)."""
     if not isinstance(metadata, dict) or not metadata:
         return None
     name = next(iter(metadata))  # trace_structured() puts the event's own key first
     body = metadata[name]
     if name == "artifact" and isinstance(body, dict):
         name = str(body.get("name") or "artifact")
-    if not str(name).startswith(KEEP):
+    if not str(name).startswith(keep):
         return None
 
     def num(key: str) -> int | None:
@@ -78,8 +79,9 @@ def event_of(metadata: Any, payload: Any) -> Event | None:
 class _Collector(logging.Handler):
     """Keeps the events we read; never raises into torch."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: tuple[str, ...] = KEEP) -> None:
         super().__init__(level=logging.DEBUG)
+        self.keep = keep
         self.events: list[Event] = []
         self.outside_s = 0.0  # our time on events torch does not attribute to a compile
         self.failures: list[str] = []
@@ -88,7 +90,7 @@ class _Collector(logging.Handler):
         t0 = time.perf_counter()
         meta = getattr(record, "metadata", None)
         try:
-            ev = event_of(meta, getattr(record, "payload", None))
+            ev = event_of(meta, getattr(record, "payload", None), self.keep)
             if ev is not None:
                 self.events.append(ev)
         except Exception as e:  # a malformed record must not break a compile
@@ -162,14 +164,16 @@ def _torch_overhead_s() -> float | None:
     return float(sum(structured_logging_overhead.values()))
 
 
-def install(trace_dir: str | None = None, aot_components: bool = True) -> Capture:
-    """Attach to torch's structured trace; raises ``TraceUnavailable`` with the reason."""
+def install(trace_dir: str | None = None, aot_components: bool = True,
+            keep: tuple[str, ...] = KEEP) -> Capture:
+    """Attach to torch's structured trace, keeping the events whose names start with one of
+    ``keep``; raises ``TraceUnavailable`` with the reason."""
     try:
         import torch._dynamo  # noqa: F401  (creates the artifact loggers configured below)
         from torch._logging._internal import trace_log
     except ImportError as e:
         raise TraceUnavailable(f"no structured trace in this torch ({e})") from e
-    collector = _Collector()
+    collector = _Collector(keep)
     trace_log.setLevel(logging.DEBUG)
     trace_log.addHandler(collector)
     cap = Capture(trace_log, collector)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import functools
 import gc
 import json
 import logging
@@ -30,6 +31,7 @@ from compilewatch.compiler import (
     compileworkers,
     cpus,
     gpus,
+    kernels,
     memory,
     overrides,
     probes,
@@ -167,12 +169,28 @@ def run_compile(m: Model, spec: WorkerSpec, probe: probes.CompileProbe,
             m.call(compiled, args)
         sync(m.device)
     except Exception as e:
-        default = Category.COMPILE_ERROR if is_compile_error(e) else Category.RUNTIME_ERROR
-        raise Failure(classify(e, default), tail(traceback.format_exc())) from e
+        raise _failure(e) from e
     stats = probes.frame_stats()
     sample = CompileSample(wall_s=max(wall, 0.0), cpu_s=max(cpu, 0.0),
                            instructions=instructions, **stats)
     return compiled, out, sample
+
+
+def _failure(e: Exception) -> Failure:
+    """A compile's (or its first call's) exception, classified."""
+    default = Category.COMPILE_ERROR if is_compile_error(e) else Category.RUNTIME_ERROR
+    return Failure(classify(e, default), tail(traceback.format_exc()))
+
+
+def _compiled(m: Model | training.TrainingModel, kwargs: dict[str, Any]) -> Any:
+    """The compiled model after its first call (the compile, or the cache's load)."""
+    try:
+        compiled = m.compile(kwargs)
+        m.call(compiled)
+        sync(m.device)
+    except Exception as e:
+        raise _failure(e) from e
+    return compiled
 
 
 def peak_memory(fn: Callable[[], Any], device: str) -> int | None:
@@ -318,6 +336,31 @@ def scan(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> dict[str, Any]:
     return {"reads": recorder.stop(), "modules": m.own_code()}
 
 
+def profile(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> dict[str, Any]:
+    """The profile process (``compiler/kernels.py``): built and compiled as a timing process
+    is (no eager check, no shape sweep), then profiled in the device's timing section."""
+    assert spec.kernel_trace is not None
+    notes = kernels.configure(spec.config.device)
+    capture = kernels.Capture.start()
+    cuda_context(spec, h, gpu)
+    try:
+        with h.phase("build"), gpu():
+            m: Model | training.TrainingModel = Model(spec)
+            if spec.config.task == "training":
+                m = training.TrainingModel(m, record=False)
+        with h.phase("compile"), gpu():
+            compiled = _compiled(m, compile_kwargs(m.mspec.compile_kwargs, spec.config))
+        with device(spec, h), h.phase("profile"):
+            data = kernels.record(lambda: m.call(compiled), m.device, spec.kernel_trace)
+        with h.phase("probes"):
+            found = kernels.profile_of(data, capture, activity=m.device, notes=notes,
+                                       shorten=functools.partial(probes.user_path,
+                                                                 suite=spec.suite))
+    finally:
+        capture.close()
+    return {"kernels": found, "modules": m.own_code()}
+
+
 def cuda_context(spec: WorkerSpec, h: Harness, gpu: GpuSection) -> None:
     """Create this process's CUDA context up front, as a phase of its own: every worker needs
     one (a context cannot be forked), and inside ``build`` it hid how much of a GPU worker's
@@ -388,6 +431,8 @@ def measure_process(spec: WorkerSpec, h: Harness) -> dict[str, Any]:
     shared = remotecache.prepare(spec)  # torch's own remote caches off; ours where asked
     if shared is not None and spec.phase == "remote":
         raise Failure(Category.UNSUPPORTED, f"the shared compile cache: {shared}")
+    if spec.phase == "profile":
+        return profile(spec, h, gpu)
     probe = probes.CompileProbe(trace_dir=spec.trace_dir, suite=spec.suite)
     probe.install()
     _noted(probe.notes, shared and f"the shared compile cache: {shared}")

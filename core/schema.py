@@ -1,7 +1,8 @@
 """The one results schema: written by the harness, read by db/, compare, templates and the bot.
 
 The types every stage shares, each field bounded (string lengths, integer ranges, characters a
-database cannot store, names in a safe alphabet), and the limits on one file. Reading a file,
+database cannot store, names in a safe alphabet: ``core/fields.py``, with the limits on one
+file), and a model's kernel profile (``core/kernels.py``). Reading a file,
 strictly and within those limits, and the upgraders of older versions are
 ``core/results_file.py``'s. Documented in docs/results-schema.md.
 """
@@ -10,15 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -26,75 +24,43 @@ from pydantic import (
     model_validator,
 )
 
+from compilewatch.core.fields import (  # noqa: F401  (names other modules import from here)
+    INT32_MAX,
+    INT64_MAX,
+    MAX_CONTAINERS,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_FILE_SAMPLES,
+    MAX_INT_CHARS,
+    MAX_MODEL_SAMPLES,
+    MAX_MODELS,
+    MAX_ORIGINS,
+    MAX_SHORT_CHARS,
+    MAX_TEXT_CHARS,
+    NAME_PATTERN,
+    CommitSha,
+    Count32,
+    Count64,
+    Hash,
+    ModuleName,
+    Name,
+    Positive32,
+    Positive64,
+    RunId,
+    Samples,
+    Seconds,
+    Sha256,
+    Short,
+    Strict,
+    Text,
+    Time,
+    utc_time,
+)
+from compilewatch.core.kernels import KernelProfile
+
 SCHEMA_VERSION = 2
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 
-# Limits on one results file (docs/security.md gives the reason and the cost of each).
-MAX_FILE_BYTES = 64 * 1024 * 1024  # read no further
-MAX_CONTAINERS = 1_000_000  # arrays and objects; 2,000 honest results hold about 50,000
-MAX_DEPTH = 32  # nesting of arrays and objects; the schema itself needs 7
-MAX_INT_CHARS = 20  # an integer's token: a sign and the 19 digits of a signed 64-bit integer
-MAX_MODELS = 2_000  # results (compare and render cost about 40 ms each)
-MAX_FILE_SAMPLES = 100_000  # timing samples (eager_us + compiled_us) over all results
-MAX_MODEL_SAMPLES = 10_000  # timing samples of one result (the bootstrap holds 2,000 copies)
-MAX_SHORT_CHARS = 256  # a short string: versions, phase and component names, times
-MAX_TEXT_CHARS = 8192  # a text: error tails, graph-break and recompile reasons, notes
-INT32_MAX = 2**31 - 1  # what an INTEGER column holds (4 bytes on Postgres)
-INT64_MAX = 2**63 - 1  # what a BIGINT column (and any SQLite integer) holds
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _storable(text: str) -> str:
-    """Refuse what no database column, and no UTF-8 file, can hold: NUL, and the lone
-    surrogates that JSON's ``\\ud800`` escapes can smuggle into a string."""
-    if "\x00" in text:
-        raise ValueError("contains a NUL character (\\u0000), which a database cannot store")
-    if not text.isascii() and _SURROGATE.search(text):
-        raise ValueError("contains a lone surrogate (\\ud800-\\udfff), which is not valid UTF-8")
-    return text
-
-
-def utc_time(text: str) -> datetime:
-    """An ISO 8601 time as an aware UTC time (no zone means UTC). Raises ``ValueError``
-    naming the value: a date that does not exist (``2026-02-30``) or one that leaves the
-    range of dates when moved to UTC (``0001-01-01T00:00:00+01:00``)."""
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text[:64]!r} is not an ISO 8601 time") from None
-    try:
-        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-    except OverflowError:
-        raise ValueError(f"{text[:64]!r} is out of range in UTC") from None
-
-
-def _is_time(text: str) -> str:
-    utc_time(text)
-    return text
-
-
-Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
-Short = Annotated[str, StringConstraints(max_length=MAX_SHORT_CHARS), AfterValidator(_storable)]
-Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS), AfterValidator(_storable)]
-Time = Annotated[str, StringConstraints(max_length=MAX_SHORT_CHARS), AfterValidator(_is_time)]
-# Integers are bounded by the column that stores them, so that no database refuses a valid file.
-Count32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
-Positive32 = Annotated[int, Field(ge=1, le=INT32_MAX)]
-Count64 = Annotated[int, Field(ge=0, le=INT64_MAX)]
-Positive64 = Annotated[int, Field(ge=1, le=INT64_MAX)]
-Hash = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{1,128}$")]
-Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-CommitSha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
-RunId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{8,64}$")]
-Seconds = Annotated[float, Field(ge=0.0)]
-ModuleName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
-MAX_ORIGINS = 256  # top-level modules recorded per result and per run
-Samples = Annotated[list[Annotated[float, Field(ge=0.0)]], Field(max_length=MAX_MODEL_SAMPLES)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+_Model = Strict
 
 
 def _member_of(kind: type[StrEnum]) -> Any:
@@ -498,6 +464,7 @@ class Diagnostics(_Model):
     recompiles: RelPath | None = None  # graph breaks and recompile reasons, text (pr)
     code_diff: RelPath | None = None  # base -> head diff of the generated code (pr)
     tlparse_missing: Text | None = None  # why tlparse made no report of a flagged model (pr)
+    kernel_trace: RelPath | None = None  # the profile process's chrome trace (Perfetto), gzip
 
 
 class ModuleOrigin(_Model):
@@ -563,6 +530,9 @@ class ModelResult(_Model):
     compile_skipped: bool = False
     diagnostics: Diagnostics | None = None
     modules: Origins = Field(default_factory=dict)  # what building this model imported
+    # each kernel's time over a profile process's steps (``core/kernels.py``): for a model
+    # whose compiled time changed, or every timed model with --profile-kernels
+    kernels: KernelProfile | None = None
 
     @model_validator(mode="after")
     def _break_count_fits(self) -> ModelResult:
@@ -642,6 +612,9 @@ class RunSettings(_Model):
     # the shared compile cache (``--remote-cache``): "read" by each model's remote phase,
     # "write": also stored what this run's cold compiles compiled (a trusted run); None: unused
     remote_cache: Literal["read", "write"] | None = None
+    # every timed model got a profile process (--profile-kernels), not only those whose
+    # compiled time changed
+    profile_kernels: bool = False
 
 
 class GpuSpread(_Model):

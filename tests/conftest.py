@@ -59,3 +59,36 @@ def _in_a_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     compilewatch-out/) lands there, and no test depends on what the checkout holds (after the
     quickstart, compilewatch-out/ made pr's not-a-repository test fail on the output folder)."""
     monkeypatch.chdir(tmp_path)
+
+
+KERNEL_MODELS = ("base", "heavier", "added", "fenced", "broken")
+
+
+@pytest.fixture(scope="session")
+def kernel_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A real profile process (``compiler/kernels.py``) of each model of
+    ``tests/data/suites/kernels_suite.py`` on Inductor's C++ kernels, and a second one of
+    ``base`` on a copy of the first's cache (an A/A pair): name -> WorkerOutput, and
+    ``"<name>.trace"`` -> its chrome trace. One intra-op thread (``OMP_NUM_THREADS=1``): the
+    2-core test machine's other processes otherwise stall OpenMP's kernels by milliseconds."""
+    import shutil
+
+    from compilewatch.compiler.plan import plan_jobs
+    from compilewatch.suites.loader import load_suite
+    from tests.one_job import profile_job
+
+    root = tmp_path_factory.mktemp("kernel-profiles")
+    suite = load_suite(str(DATA / "suites" / "kernels_suite.py"))
+    env = {"OMP_NUM_THREADS": "1"}
+    out: dict[str, object] = {}
+    for job in plan_jobs([suite], device="cpu", models=KERNEL_MODELS):
+        name = job.spec.name
+        out[name] = profile_job(job, root / f"cache-{name}", root / f"{name}.json",
+                                extra_env=env)
+        out[f"{name}.trace"] = root / f"{name}.json"
+        if name == "base":
+            shutil.copytree(root / "cache-base", root / "cache-again")
+            out["again"] = profile_job(job, root / "cache-again", root / "again.json",
+                                       extra_env=env)
+            out["again.cache"] = root / "cache-again"
+    return out

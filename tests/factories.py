@@ -240,6 +240,9 @@ def worker_output(spec: Any, *, seed: int = 0, compiled_us: float = 50.0,
         WorkerOutput,
     )
 
+    if spec.phase == "profile":
+        return WorkerOutput(ok=True, phase="profile", kernels=_profile(spec),
+                            harness_s={"build": 0.1, "profile": 0.5})
     rng = random.Random(f"{spec.model}-{spec.phase}-{seed}")
     key = fx_key or f"f{spec.model}key"
     cold = spec.phase == "cold"
@@ -264,6 +267,16 @@ def worker_output(spec: Any, *, seed: int = 0, compiled_us: float = 50.0,
         accuracy=Accuracy(passed=True, max_abs_err=0.0, max_rel_err=0.0, atol=1e-4, rtol=1e-4,
                           eager_deterministic=True) if spec.check_accuracy else None,
         latency=latency, harness_s={"build": 0.1, "compile": 1.0})
+
+
+def _profile(spec: Any) -> Any:
+    """A profile process's output: one generated kernel, no compile of its own."""
+    from compilewatch.core.kernels import Kernel, KernelProfile
+
+    k = Kernel(name="cpp_fused_sin_0", kind="generated", graph="0_inference", calls=20,
+               launches=20, total_us=200.0, step_us=10.0)
+    return KernelProfile(activity="cpu", steps=20, step_us=12.0, device_us=10.0,
+                         launches_per_step=1.0, graphs=["0_inference"], kernels=[k])
 
 
 class FakeLauncher:

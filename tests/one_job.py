@@ -18,8 +18,8 @@ from compilewatch.compiler.schedule import LoopSettings, OnEvent, SideJobs, meas
 from compilewatch.core.schema import Config, ModelResult
 from compilewatch.suites.imports import SideCode
 
-__all__ = ["JobRun", "RunOptions", "WarmCache", "run_job", "run_job_full", "scan_reads",
-           "verify_artifact"]
+__all__ = ["JobRun", "RunOptions", "WarmCache", "profile_job", "run_job", "run_job_full",
+           "scan_reads", "verify_artifact"]
 
 
 def run_job_full(job: Job, opts: RunOptions, on_event: OnEvent = lambda _: None,
@@ -66,3 +66,18 @@ def scan_reads(suite: str, models: Iterable[str], code: SideCode, launcher: Laun
         assert output.ok and output.reads is not None, output.error
         found[model] = output.reads
     return found
+
+
+def profile_job(job: Job, cache: Path, trace: Path, isolation: Isolation = "fork",
+                timeout_s: float = 600.0, extra_env: dict[str, str] | None = None
+                ) -> WorkerOutput:
+    """``job``'s profile process alone, on ``cache`` (empty: it compiles; a cold compile's:
+    it loads), its chrome trace written to ``trace``."""
+    with Launcher(isolation, needs_cuda=job.config.device == "cuda") as launcher:
+        spec = WorkerSpec(suite=job.suite.source, model=job.spec.name, config=job.config,
+                          phase="profile", large=job.config.device == "cuda", rounds=1,
+                          block_ms=1.0, kernel_trace=str(trace), out="", status_file="")
+        output, _ = launcher.run(Launch(spec, worker_env(cache, extra_env or {}), timeout_s,
+                                        sys.executable,
+                                        f"profile-{job.spec.name}"), lambda _: None)
+    return output

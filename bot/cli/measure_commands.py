@@ -101,13 +101,18 @@ measure_options = stacked(
                       "different GPUs. A GPU the preflight finds noisier than the others is "
                       "left out (the report says so). Default: every GPU torch sees. "
                       "Example: --gpus 0,1."),
+    click.option("--profile-kernels", is_flag=True,
+                 help="Run every timed model once more under torch.profiler, after its timing "
+                      "processes, and record each generated kernel's time (a pr diffs them "
+                      "base against head). Without it, only a pr's models whose compiled time "
+                      "changed are profiled. Example: --profile-kernels."),
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 
 MEASURE_KEYS = ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
                 "cold_processes", "isolation", "compile_slots", "pin_cpus",
                 "ready_compile_workers", "preload_compile_path", "allow_installed", "tasks",
-                "gpus")
+                "gpus", "profile_kernels")
 
 
 def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:

@@ -90,6 +90,71 @@ class GraphKeyChange(_Data):
     values: dict[str, list[str | None]] = Field(default_factory=dict)
 
 
+class KernelLine(_Data):
+    """One kernel base → head (or the kernels one was split into, or merged from), per step of
+    the profile processes (``bot/judge/kernels.py``). Times are each kernel's median over the
+    profiled steps."""
+
+    # same: one kernel on each side (its index may have moved); changed: one each, fusing
+    # other ops; split: one base kernel became several; merged: the other way; new, gone
+    status: Literal["same", "changed", "split", "merged", "new", "gone"]
+    kind: str  # generated, extern, eager, device
+    base: list[str] = Field(default_factory=list)  # the kernels' names on each side
+    head: list[str] = Field(default_factory=list)
+    graph: str | None = None  # Inductor's graph id ("0_forward"), head's where it has one
+    base_us: float = 0.0
+    head_us: float = 0.0
+    base_share: float = 0.0  # of the step's device time
+    head_share: float = 0.0
+    base_calls: float = 0.0  # calls a step
+    head_calls: float = 0.0
+    base_launches: float = 0.0  # host launches a step
+    head_launches: float = 0.0
+    fuses: list[str] = Field(default_factory=list)  # the ATen ops it computes
+    where: list[str] = Field(default_factory=list)  # the user's lines: "models.py:17: y = ..."
+    noise_us: float = 0.0  # the change it would take to be more than noise
+    beyond_noise: bool = False
+    bandwidth_gbs: tuple[float | None, float | None] | None = None  # achieved, base and head
+
+    @property
+    def delta_us(self) -> float:
+        return self.head_us - self.base_us
+
+
+class KernelHost(_Data):
+    """The host side of a step: launches and host time a step, compiled graphs, and what a
+    change in launches means."""
+
+    base_launches: float = 0.0
+    head_launches: float = 0.0
+    base_host_us: float = 0.0
+    head_host_us: float = 0.0
+    base_graphs: int = 0
+    head_graphs: int = 0
+    finding: str | None = None  # "12 → 15 kernel launches a step: ...", where they moved
+
+
+class KernelDiff(_Data):
+    """Which kernels moved: base's profile process against head's, the lines sorted by how
+    much each contributes to the step's change (``bot/judge/kernels.py``)."""
+
+    activity: str  # cpu, cuda
+    steps: tuple[int, int] = (0, 0)
+    base_device_us: float = 0.0  # every kernel's time a step
+    head_device_us: float = 0.0
+    lines: list[KernelLine] = Field(default_factory=list)
+    host: KernelHost = KernelHost()
+    notes: list[str] = Field(default_factory=list)
+
+    def top(self, n: int = 5) -> list[KernelLine]:
+        return self.lines[:n]
+
+    @property
+    def structural(self) -> list[KernelLine]:
+        """The lines that are no longer one kernel to one: split, merged, new, gone."""
+        return [x for x in self.lines if x.status in ("split", "merged", "new", "gone")]
+
+
 class ModelRef(_Data):
     suite: str
     model: str
@@ -131,6 +196,7 @@ class ModelRow(_Data):
     compile_skipped: bool = False  # not measured at all: the change touches nothing it reads
     launch_bound: bool | None = None
     diagnostics: dict[str, str] = Field(default_factory=dict)  # what -> path in the output
+    kernels: KernelDiff | None = None  # both sides' profile processes, diffed
 
     @property
     def not_timed(self) -> str | None:

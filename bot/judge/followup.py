@@ -114,6 +114,27 @@ def cold_asker(policy: ThresholdPolicy, noise: NoiseBands, host: HostNoise | Non
     return ask
 
 
+def profiled(base: ModelResult, head: ModelResult, thresholds: Thresholds,
+             noise: NoiseBands | None = None, host: HostNoise | None = None) -> str | None:
+    """Why this model gets a profile process a side (None: it does not): its compiled time
+    is a regression or an improvement, and the question is which kernels moved."""
+    d = compare_model(base, head, thresholds, noise=noise, host=host).compiled_time
+    if d is None or d.ratio is None or d.verdict not in (Verdict.REGRESSION,
+                                                         Verdict.IMPROVEMENT):
+        return None
+    return f"compiled time {d.ratio - 1:+.1%}, {d.verdict.value}"
+
+
+def profile_asker(policy: ThresholdPolicy, noise: NoiseBands, host: HostNoise | None = None
+                  ) -> FollowUp:
+    """The measuring loop's question once a model's processes are all in: does it get a
+    profile process a side (``compiler/kernels.py``)?"""
+    def ask(base: ModelResult, head: ModelResult) -> str | None:
+        return profiled(base, head, policy.for_model(base.model), noise, host)
+
+    return ask
+
+
 def asker(policy: ThresholdPolicy, noise: NoiseBands, host: HostNoise | None = None
           ) -> FollowUp:
     """The measuring loop's question after a model's first timing processes, judged with the

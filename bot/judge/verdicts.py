@@ -34,6 +34,7 @@ from compilewatch.bot.judge.host import (
     lanes_notes,
     steady_state_units,
 )
+from compilewatch.bot.judge.kernels import diff as kernel_diff
 from compilewatch.bot.judge.shards import insufficient, shard_lines, shard_notes
 from compilewatch.bot.judge.stats import NoiseBands, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
@@ -504,6 +505,8 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
     if both and memory is None and h.memory.unknown_reason:
         notes.append(f"peak memory: {h.memory.unknown_reason}")
     notes += _tlparse_missing(b, h) + _training_setup(b, h)
+    launch_bound = (b.latency.launch_bound or h.latency.launch_bound) \
+        if b.latency and h.latency else None
     return ModelRow(
         suite=b.suite, model=b.model, config=b.config.slug, base_status=b.status.value,
         head_status=h.status.value, head_category=h.category.value, head_error=h.error,
@@ -515,9 +518,9 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         cache_changes=keys, notes=notes,
         gating_findings=[name for name, d in judged.items() if d is not None and d.gating],
         timing_skipped=(h.timing_skipped or b.timing_skipped) if both else None,
-        launch_bound=(b.latency.launch_bound or h.latency.launch_bound)
-        if b.latency and h.latency else None,
-        diagnostics=_diagnostics(b, h),
+        launch_bound=launch_bound, diagnostics=_diagnostics(b, h),
+        kernels=kernel_diff(b.kernels, h.kernels, band=compiled.band if compiled else None,
+                            launch_bound=launch_bound),
     )
 
 
@@ -567,6 +570,8 @@ def _diagnostics(b: ModelResult, h: ModelResult) -> dict[str, str]:
             out[f"tlparse report ({side})"] = f"{d.tlparse}/index.html"
         if d.trace:
             out[f"trace ({side})"] = d.trace
+        if d.kernel_trace:
+            out[f"kernel profile ({side})"] = d.kernel_trace
     d = h.diagnostics
     if d is not None and d.code_diff:
         out["generated code diff"] = d.code_diff

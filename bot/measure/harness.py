@@ -140,6 +140,9 @@ class MeasureOptions:
     tasks: tuple[str, ...] = ()
     # the GPUs to time on, one timing lane each (``--gpus``); None: every one torch sees
     gpus: tuple[int, ...] | None = None
+    # a profile process a side for every timed model (``--profile-kernels``), not only for
+    # those whose compiled time changed (``compiler/kernels.py``)
+    profile_kernels: bool = False
 
     def resolve(self, project_tasks: tuple[str, ...] = ()) -> Measuring:
         """Every ``None`` replaced by the device's default: on a GPU three cold and three
@@ -174,7 +177,7 @@ class MeasureOptions:
             allow_installed=self.allow_installed,
             tasks=asked or (TASKS if gpu else ("inference",)),
             training_builtin_only=not asked and gpu,
-            gpus=self.gpus)
+            gpus=self.gpus, profile_kernels=self.profile_kernels)
         m.check(set(cpus))
         return m
 
@@ -212,6 +215,7 @@ class Measuring:
     gpus: tuple[int, ...] | None = None
     # ``pin_cpus`` is the device's default, not asked for: with several lanes, one core each
     pin_default: bool = False
+    profile_kernels: bool = False  # every timed model gets a profile process
 
     def check(self, cpus: set[int]) -> None:
         # ``not x > 0``, not ``x <= 0``: nan passes every comparison (the CLI refuses it too)
@@ -307,13 +311,15 @@ class Measuring:
                       changed: ChangedFiles | None = None,
                       follow_up: FollowUp | None = None,
                       cold_follow_up: FollowUp | None = None,
-                      durations: Mapping[Ident, float] | None = None) -> LoopSettings:
+                      durations: Mapping[Ident, float] | None = None,
+                      profile: FollowUp | None = None) -> LoopSettings:
         return LoopSettings(isolation=self.isolation, compile_slots=self.compile_slots,
                             overlap=self.gpu, measure_all=self.measure_all,
                             same_environment=same_environment, changed=changed,
                             follow_up=follow_up, extra_timing=self.extra_processes,
                             cold_follow_up=cold_follow_up, extra_cold=self.extra_cold_processes,
-                            gpus=self.gpus or (), durations=dict(durations or {}))
+                            gpus=self.gpus or (), durations=dict(durations or {}),
+                            profile=profile, profile_kernels=self.profile_kernels)
 
     def run_settings(self, *, suites: list[str], trigger: str = "local",
                      side: str | None = None, results_dir: str | None = None,
@@ -330,7 +336,8 @@ class Measuring:
                            preload_compile_path=self.preload_compile_path,
                            extra_processes=self.extra_processes if pr else 0,
                            extra_cold_processes=self.extra_cold_processes if pr else 0,
-                           results_dir=results_dir, remote_cache=remote_cache)
+                           results_dir=results_dir, remote_cache=remote_cache,
+                           profile_kernels=self.profile_kernels)
 
 
 def preload_of(sides: list[SideJobs]) -> list[str]:
@@ -363,11 +370,13 @@ def measure_sides(sides: list[SideJobs], options: Measuring, *, same_environment
                   on_done: Callable[[dict[str, list[JobRun]]], None] | None = None,
                   follow_up: FollowUp | None = None,
                   cold_follow_up: FollowUp | None = None,
-                  durations: Mapping[Ident, float] | None = None) -> dict[str, list[JobRun]]:
+                  durations: Mapping[Ident, float] | None = None,
+                  profile: FollowUp | None = None) -> dict[str, list[JobRun]]:
     """Measure through the one loop, telling ``progress`` how it goes; ``on_done`` gets the
     runs so far of every side after each model, so callers checkpoint and a job killed after
     hours keeps what it measured. ``durations``: each model's stored duration, the longest
-    started first."""
+    started first. ``profile``: with two sides, why a model gets a profile process a side
+    (``bot/judge/followup.py`` ``profile_asker``)."""
     tell = progress or (lambda _: None)
     total = sum(len(s.jobs) for s in sides)
     done: dict[str, list[JobRun]] = {s.name: [] for s in sides}
@@ -392,7 +401,7 @@ def measure_sides(sides: list[SideJobs], options: Measuring, *, same_environment
 
     return schedule.measure_jobs(
         sides, options.loop_settings(same_environment, changed, follow_up, cold_follow_up,
-                                     durations),
+                                     durations, profile),
         on_event, preload_of(sides))
 
 

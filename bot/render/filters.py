@@ -19,6 +19,7 @@ from compilewatch.bot.judge.comparison import (
     CountDelta,
     Delta,
     GraphKeyChange,
+    KernelLine,
     ModelRow,
     Verdict,
 )
@@ -37,7 +38,7 @@ LABELS = {Verdict.WITHIN_NOISE: "within noise", Verdict.NOISY: "too noisy to jud
 class Reason:
     label: Markup
     items: list[str] = field(default_factory=list)
-    kind: str = "metric"  # metric, count, accuracy, cache
+    kind: str = "metric"  # metric, count, accuracy, cache, bypass, kernels
     items_label: str = "new"
 
 
@@ -55,6 +56,13 @@ def us(x: float | None) -> Markup:
     if x is None:
         return DASH
     return Markup(f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.1f} µs")
+
+
+def dus(x: float | None) -> Markup:
+    """A signed change of time: ``+120.3 µs``, ``-1.20 ms``."""
+    if x is None:
+        return DASH
+    return Markup(f"{x / 1000:+.2f} ms" if abs(x) >= 1000 else f"{x:+.1f} µs")
 
 
 def secs(x: float | None) -> Markup:
@@ -172,6 +180,50 @@ def cache_label(changes: list[GraphKeyChange]) -> Markup:
     return Markup("cache: " + ", ".join(parts))
 
 
+KERNEL_STATUS = {"same": "", "changed": "fuses other ops", "split": "split", "merged": "merged",
+                 "new": "new", "gone": "gone"}
+
+
+def kernel_names(line: KernelLine) -> str:
+    """A line's kernels, base → head where they differ: ``a_0 → a_1``, ``a_0 → b_0 + c_1``;
+    untrusted text (a custom op's name), escaped by each template."""
+    base, head = " + ".join(line.base), " + ".join(line.head)
+    if not base or not head or base == head:
+        return head or base
+    return f"{base} → {head}"
+
+
+def kernel_status(line: KernelLine) -> Markup:
+    said = KERNEL_STATUS[line.status]
+    if not line.beyond_noise:
+        said = f"{said}, within noise" if said else "within noise"
+    return Markup(said or "—")
+
+
+def finding(line: str | None) -> Markup:
+    """A kernel diff's host finding: our words and numbers only (``bot/judge/kernels.py``
+    composes it from counts and times), so not escaped into backslashes."""
+    return Markup(Markup.escape(line or ""))
+
+
+def kernel_reason(row: ModelRow) -> Reason | None:
+    """The kernels that moved beyond their noise, or stopped being one kernel to one, and a
+    change in launches a step: the three largest by their change a step."""
+    k = row.kernels
+    if k is None:
+        return None
+    moved = [x for x in k.lines if x.beyond_noise or x.status != "same"]
+    if not moved and not k.host.finding:
+        return None
+    label = Markup(f"kernels ({len(moved)} of {len(k.lines)} moved)")
+    if k.host.finding:
+        label += Markup("; ") + finding(k.host.finding)
+    items = [f"{kernel_names(x)} {dus(x.delta_us)}"
+             + (f" ({KERNEL_STATUS[x.status]})" if KERNEL_STATUS[x.status] else "")
+             for x in moved[:3]]  # what a row shows: the rest is in the details' table
+    return Reason(label, items, kind="kernels", items_label="largest")
+
+
 def reasons(row: ModelRow) -> list[Reason]:
     """Why a row is in the flagged table, most important first."""
     out: list[Reason | None] = []
@@ -194,6 +246,7 @@ def reasons(row: ModelRow) -> list[Reason]:
     if keys:
         out.append(Reason(cache_label(keys), cache_items(keys),
                           kind="cache", items_label="components"))
+    out.append(kernel_reason(row))
     return [r for r in out if r is not None]
 
 
@@ -256,8 +309,8 @@ def detailed(c: Comparison) -> list[ModelRow]:
 def longest_list(c: Comparison) -> int:
     """The longest of the per-model lists the comment's details show (new breaks, recompiles,
     changed keys)."""
-    return max((max([len(x.items) for x in reasons(r)] + [len(r.cache_changes)])
-                for r in detailed(c)), default=0)
+    return max((max([len(x.items) for x in reasons(r) if x.kind != "kernels"]
+                    + [len(r.cache_changes)]) for r in detailed(c)), default=0)
 
 
 def row_count(c: Comparison) -> int:
@@ -266,10 +319,12 @@ def row_count(c: Comparison) -> int:
 
 
 FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
-           "rate": rate, "label": label, "icon": icon, "band": band}
+           "rate": rate, "label": label, "icon": icon, "band": band, "dus": dus,
+           "finding": finding}
 GLOBALS = {"reasons": reasons, "detailed": detailed, "gating": gating,
            "row_bisect": row_bisect,
-           "key_changes": key_changes,
+           "key_changes": key_changes, "kernel_names": kernel_names,
+           "kernel_status": kernel_status, "KERNELS_SHOWN": 5,
            "verdict_label": verdict_label, "gating_findings": gating_findings,
            "input_runs": input_runs, "collapse": collapse,
            **FILTERS}

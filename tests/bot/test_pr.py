@@ -89,11 +89,13 @@ class Recorder:
                  same_environment: bool = True, changed: object = None, progress: object = None,
                  on_done: object = None, follow_up: FollowUp | None = None,
                  cold_follow_up: FollowUp | None = None,
-                 durations: object = None) -> dict[str, list[JobRun]]:
+                 durations: object = None,
+                 profile: FollowUp | None = None) -> dict[str, list[JobRun]]:
         self.same_environment = same_environment
         self.durations = durations
         self.follow_up = follow_up
         self.cold_follow_up = cold_follow_up
+        self.profile = profile
         out: dict[str, list[JobRun]] = {}
         for side in sides:
             self.opts[side.name] = side.opts
@@ -158,6 +160,17 @@ def test_the_loop_asks_for_more_cold_compiles_with_the_bases_thresholds(
     b, h = cold_result("a", [3.0, 3.3, 2.8], 1), cold_result("a", [3.5, 3.3, 3.9], 2)
     assert compare_model(b, h, Thresholds()).cold_compile.verdict is Verdict.WITHIN_NOISE
     assert rec.cold_follow_up(b, h) is not None
+
+
+def test_the_loop_asks_for_a_profile_process_when_compiled_time_changed(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The question the loop asks once a model's processes are all in: a regression (or an
+    improvement) of compiled time gets a profile process a side; unchanged does not."""
+    rec = _loosened(repo, tmp_path, monkeypatch, "compiled_time = 0.03")
+    assert rec.profile is not None
+    b, h = timed_result("a", [100.0, 100.2, 99.8]), timed_result("a", [120.0, 120.2, 119.8])
+    assert rec.profile(b, h) == "compiled time +20.0%, regression"
+    assert rec.profile(b, timed_result("a", [100.1, 99.9, 100.0])) is None
 
 
 def test_the_results_say_which_follow_ups_the_pr_allowed(repo: Path, tmp_path: Path) -> None:

@@ -1105,3 +1105,120 @@ def test_a_single_side_run_never_enters_the_pairing(jobs: list[Job],
                                       extra_timing=2))["run"]
     assert run.result.status is Status.PASS
     assert run.result.latency is not None and run.result.latency.processes == 2
+
+
+def test_a_changed_model_gets_a_profile_process_a_side_after_everything_else(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``profile`` is asked once a model's processes are all in on both sides, follow-ups
+    included; a reason queues one profile process a side, after them, and the results hold
+    its kernels and the reason. Model b's answer is None: no profile process."""
+    _fake(monkeypatch)
+    asked: list[tuple[str, int]] = []
+
+    def profile(b, h):  # type: ignore[no-untyped-def]
+        asked.append((b.model, h.latency.processes))
+        return "compiled time +8.2%, regression" if b.model == "a" else None
+
+    sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
+    runs = measure_jobs(sides, LoopSettings(
+        isolation="spawn", measure_all=True, follow_up=lambda b, h: "close" if b.model == "a"
+        else None, extra_timing=1, profile=profile))
+    assert asked == [("a", 3), ("b", 2)]  # after a's follow-up: 2 + 1 timing processes
+    a = [(side, phase) for side, model, phase in FakeLauncher.launches if model == "a"]
+    assert a[-2:] in ([("base", "profile"), ("head", "profile")],
+                      [("head", "profile"), ("base", "profile")])
+    assert [p for _, p in a].count("profile") == 2
+    assert not any(m == "b" and p == "profile" for _, m, p in FakeLauncher.launches)
+    for side in ("base", "head"):
+        ra, rb = (next(r.result for r in runs[side] if r.result.model == m) for m in "ab")
+        assert ra.kernels is not None and ra.kernels.kernels[0].name == "cpp_fused_sin_0"
+        assert "kernel profile: compiled time +8.2%, regression" in ra.notes
+        assert rb.kernels is None
+
+
+def test_profile_kernels_profiles_every_timed_model_on_one_side_or_two(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``profile_kernels`` every timed model gets a profile process after its timing
+    processes, in a run of one side too; a model not timed (the same compiled code on both
+    sides) gets none."""
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
+        return worker_output(spec, fx_key=key)
+
+    _fake(monkeypatch, output=output)
+    runs = measure_jobs([SideJobs("run", jobs[:2], OPTS)],
+                        LoopSettings(isolation="spawn", profile_kernels=True))
+    assert [(m, p) for _, m, p in FakeLauncher.launches] == [
+        ("a", "cold"), ("a", "warm"), ("a", "warm"), ("a", "profile"),
+        ("b", "cold"), ("b", "warm"), ("b", "warm"), ("b", "profile")]
+    assert all(r.result.kernels is not None for r in runs["run"])
+    sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", profile_kernels=True))
+    profiled = sorted((s, m) for s, m, p in FakeLauncher.launches if p == "profile")
+    assert profiled == [("base", "b"), ("head", "b")]  # a: not timed, nothing to profile
+    assert all("kernel profile" not in n for side in runs.values() for r in side
+               for n in r.result.notes)
+
+
+def test_the_profile_process_runs_on_a_copy_of_the_warm_cache(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CPU the profile process compiles graphs of its own (its setting enters the FX
+    key): it gets a copy of the first cold compile's cache, holding what that compile and the
+    timing processes on it left there, and writes nothing where they ran."""
+    seen: list[tuple[list[str], list[str]]] = []
+
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        if spec.phase == "profile":
+            timing = Path(next(c for _, m, k, c, _ in FakeLauncher.caches if k == "timing1"))
+            mine = Path(FakeLauncher.caches[-1][3])
+            seen.append((sorted(p.name for p in timing.iterdir()),
+                         sorted(p.name for p in mine.iterdir())))
+        return worker_output(spec)
+
+    _fake(monkeypatch, output=output)
+    measure_jobs([SideJobs("run", jobs[:1], OPTS)],
+                 LoopSettings(isolation="spawn", profile_kernels=True))
+    [(timing, mine)] = seen
+    assert timing == [f"compiled-by-run-loop-a-cpu-default-float32-auto-{p}"
+                      for p in ("cold1", "timing1", "timing2")]
+    assert set(mine) == {*timing, "compiled-by-run-loop-a-cpu-default-float32-auto-profile1"}
+    profile_cache = FakeLauncher.caches[-1][3]
+    assert profile_cache != FakeLauncher.caches[1][3] and FakeLauncher.caches[-1][4]
+
+
+def test_a_failed_profile_process_is_a_note_not_the_models_status(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    from compilewatch.compiler.protocol import WorkerOutput
+
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        if spec.phase == "profile":
+            return WorkerOutput(ok=False, phase="profile", category=Category.RUNTIME_ERROR,
+                                error="profiler blew up")
+        return worker_output(spec)
+
+    _fake(monkeypatch, output=output)
+    runs = measure_jobs([SideJobs("run", jobs[:1], OPTS)],
+                        LoopSettings(isolation="spawn", profile_kernels=True))
+    (run,) = runs["run"]
+    assert run.result.status is Status.PASS and run.result.kernels is not None
+    assert run.result.kernels.unknown_reason == "the profile process failed (runtime_error)"
+    assert any("kernel profile failed (runtime_error): profiler blew up" in n
+               for n in run.result.notes)
+
+
+def test_a_model_not_timed_is_finished_once_a_side_when_profiles_may_be_asked(
+        jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model a is the same compiled code on both sides: not timed, so no profile; deciding
+    that for the pair finishes the partner too, and each side still has one result of it
+    (it had two: the partner was finished again by its own settling). Model b is profiled."""
+    def output(spec, name):  # type: ignore[no-untyped-def]
+        key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
+        return worker_output(spec, fx_key=key)
+
+    _fake(monkeypatch, output=output)
+    sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", profile=lambda b, h: "moved"))
+    for side in ("base", "head"):
+        assert sorted(r.result.model for r in runs[side]) == ["a", "b"]
+    assert sorted((s, m) for s, m, p in FakeLauncher.launches if p == "profile") == [
+        ("base", "b"), ("head", "b")]

@@ -47,6 +47,31 @@ def test_round_trip_is_exact(db: Database, counts: Counts) -> None:
     assert n["compile_phases"] == 2 * 4 + 2
 
 
+def test_a_kernel_profile_round_trips_in_the_results_payload(db: Database, counts: Counts,
+                                                            tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A profiled model's kernels live in ``model_results.payload`` (no table of their own:
+    nothing queries them across runs) and come back exactly, through a results file too."""
+    from compilewatch.core.kernels import Kernel, KernelOrigin, KernelProfile
+    from compilewatch.core.results_file import load_results
+
+    kernels = [Kernel(name=f"triton_poi_fused_add_{i}", kind="generated", graph="0_forward",
+                      calls=20, launches=20, total_us=123.456789 * (i + 1),
+                      step_us=6.172839 * (i + 1), step_spread_us=0.25, gb=0.003,
+                      origins=[KernelOrigin(node="add", aten="aten.add",
+                                            location="models.py:12", code="y = x + 1 ü")])
+               for i in range(3)]
+    profile = KernelProfile(activity="cuda", steps=20, step_us=41.5, device_us=37.0,
+                            launches_per_step=3.0, graphs=["0_forward"], kernels=kernels,
+                            left_out=2, notes=["a note"])
+    run = _rich_run()
+    run.results[0] = run.results[0].model_copy(update={"kernels": profile})
+    assert ingest(db, run) == run.run_id
+    back = load_run(db, run.run_id)
+    assert back == run and back.results[0].kernels == profile
+    save_results(back, tmp_path / "r.json")
+    assert load_results(tmp_path / "r.json").results[0].kernels == profile
+
+
 def test_cache_key_components_are_stored_once_per_distinct_set(db: Database,
                                                                 counts: Counts) -> None:
     """A graph compiled cold and warm, night after night, has the same components: the nightly

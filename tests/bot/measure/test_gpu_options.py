@@ -81,7 +81,7 @@ def test_the_gpus_flag_is_parsed_and_a_bad_one_is_exit_2() -> None:
                             "ready_compile_workers", "preload_compile_path")}
     kw.update(device="cuda", rounds=1, block_ms=1.0, timeout_s=1.0, isolation="fork",
               ready_compile_workers=False, preload_compile_path=False, allow_installed=(),
-              tasks=(), gpus="0, 2")
+              tasks=(), gpus="0, 2", profile_kernels=False)
     assert measure_options_from(kw).gpus == (0, 2)
     for command in ("run", "pr", "nightly", "calibrate"):
         assert "--gpus N[,N...]" in CliRunner().invoke(main, [command, "--help"]).output

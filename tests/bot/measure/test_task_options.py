@@ -73,7 +73,7 @@ def test_task_is_a_measuring_option_of_every_measuring_command() -> None:
               "timing_processes": None, "cold_processes": None, "isolation": "fork",
               "compile_slots": None, "pin_cpus": None, "ready_compile_workers": False,
               "preload_compile_path": False, "allow_installed": (), "tasks": ("training",),
-              "gpus": None}
+              "gpus": None, "profile_kernels": False}
     assert measure_options_from(kwargs).tasks == ("training",)
 
 
