@@ -40,7 +40,7 @@ CASES = [
     (["--good", "main~2", "--bad", "main", "--model", "m", "--metric", "recompiles",
       "--commit", "main"], "--commit goes with --pythons"),
     (["--good", "main~2", "--bad", "main", "--model", "m", "--metric", "recompiles",
-      "--max-steps", "0"], "--max-steps 0: must be at least 1"),
+      "--max-steps", "0"], "Invalid value for '--max-steps': 0 is not in the range 1<=x"),
     (["--good", "main~2", "--bad", "main", "--model", "m", "--metric", "peak-memory"],
      "--metric peak-memory is measured on a GPU only: pass --device cuda"),
     (["--good", "main~2", "--bad", "main", "--model", "m", "--metric", "graph-breaks",
@@ -85,8 +85,9 @@ def test_an_outdir_holding_other_files_is_refused(repo, monkeypatch):
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    (["--budget", "-1"], "--budget -1: a number of measuring steps"),
-    (["--budget", "5", "--recent", "0"], "--recent 0: at least 1 night"),
+    (["--budget", "-1"], "Invalid value for '--budget': -1 is not in the range 0<=x"),
+    (["--budget", "5", "--recent", "0"],
+     "Invalid value for '--recent': 0 is not in the range 1<=x"),
 ])
 def test_bisect_plan_refuses_bad_numbers(tmp_path, args, said):
     result = CliRunner().invoke(main, ["bisect-plan", *args, "--db",
