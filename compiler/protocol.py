@@ -101,11 +101,12 @@ class _Frozen(BaseModel):
 
 
 class RemoteRead(_Frozen):
-    """What a ``remote`` phase reads: the shared cache's URL (a reader's credential, which the
-    repository's code may see: a user Redis lets read only) and the public keys whose signed
-    entries it loads."""
+    """What a ``remote`` phase reads: the measuring parent's socket that reads the shared cache
+    for it (``compiler/remoteproxy.py``: no credential reaches the worker), the trusted
+    namespace its keys are signed under, and the public keys whose signed entries it loads."""
 
-    url: Text
+    socket: Text
+    namespace: Text
     trusted_keys: tuple[Short, ...] = Field(default=(), max_length=64)
 
 

@@ -7,8 +7,10 @@ A worker runs the repository's code, so whatever it reaches a PR can reach. Befo
   shapes' profiles), whatever the environment turned on: torch's Redis backend loads any
   pickle it finds there, unverified;
 - the ``remote`` phase (an empty cache dir, after the cold compiles) reads Inductor's FX graph
-  cache through ``Reader``: it loads only entries a pinned key signed for their key
-  (``compiler/remoteentries.py``), verified before torch unpickles them, and never writes;
+  cache through ``Reader``: it asks the measuring parent for each key (``remoteproxy``: the
+  worker holds no credential of the shared cache), loads only entries a pinned key signed for
+  their key (``compiler/remoteentries.py``), verified before torch unpickles them, and never
+  writes;
 - a trusted run's first cold compile writes the graphs it compiled into a folder (``Outbox``)
   and reads nothing, so it stays cold; the parent signs and stores them
   (``compiler/remotestore.py``). No worker holds a credential that writes the shared cache.
@@ -25,13 +27,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compilewatch.compiler import remoteentries, remoteurl
+from compilewatch.compiler import remoteentries, remoteproxy
 from compilewatch.compiler.protocol import RemoteRead, WorkerSpec
 from compilewatch.core.files import write_atomic
 
@@ -41,9 +42,8 @@ _SWITCHES = (("torch._inductor.config", "fx_graph_remote_cache"),
              ("torch._inductor.config", "bundled_autotune_remote_cache"),
              ("torch._functorch.config", "enable_remote_autograd_cache"),
              ("torch._dynamo.config", "automatic_dynamic_remote_pgo"))
-# torch's remote cache keys, ``pt2:fx-graph-v1::<key>:c1`` (``RedisRemoteCache._key_fmt``)
-KEY = re.compile(r"^pt2:[A-Za-z0-9_.\-]{1,64}::[A-Za-z0-9_.\-]{1,256}:c[0-9]{1,6}$")
-MAX_ENTRY_BYTES = 512 * 1024 * 1024  # Redis' own limit on one value
+KEY = remoteentries.KEY
+MAX_ENTRY_BYTES = remoteentries.MAX_ENTRY_BYTES
 OUTBOX_SUFFIX = ".entry"
 NOTES = 4  # distinct notes a process keeps about the shared cache
 NOTE = "shared compile cache: "  # how each begins
@@ -80,35 +80,32 @@ def counted() -> dict[str, int]:
 
 class Reader:
     """Inductor's remote FX graph cache backend in the ``remote`` phase: reads the trusted
-    namespace, hands torch only verified entries, and writes nothing."""
+    namespace through the measuring parent, hands torch only verified entries, and writes
+    nothing."""
 
     def __init__(self, read: RemoteRead, tally: Tally) -> None:
-        self.endpoint = remoteurl.parse(read.url)
+        self.socket = read.socket
+        self.namespace = read.namespace
         self.trusted = tuple(read.trusted_keys)
         self.tally = tally
-        self._client: Any = None
         self._down = False
 
     def get(self, key: str) -> bytes | None:
         if self._down or not KEY.match(key):
             self.tally.misses += 1
             return None
-        where = self.endpoint.namespace + key
         try:
-            if self._client is None:
-                self._client = remoteurl.connect(self.endpoint)
-            blob = self._client.get(where)
-        except Exception as e:  # redis' errors, and no redis at all: compile without it
+            blob = remoteproxy.ask(self.socket, key)
+        except remoteproxy.ProxyDown as e:  # no server, no parent: compile without it
             self._down = True
             self.tally.errors += 1
-            self.tally.note(f"{NOTE}could not be read ({type(e).__name__}: "
-                            f"{str(e)[:300]}); compiled without it")
+            self.tally.note(f"{NOTE}could not be read ({str(e)[:300]}); compiled without it")
             return None
         if blob is None:
             self.tally.misses += 1
             return None
         try:
-            payload = remoteentries.unseal(where, bytes(blob), self.trusted)
+            payload = remoteentries.unseal(self.namespace + key, blob, self.trusted)
         except remoteentries.EntryRefused as e:
             self.tally.refused += 1
             self.tally.note(f"{NOTE}an entry was refused, not loaded: {e}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Iterable
 
 from cryptography.exceptions import InvalidSignature
@@ -26,6 +27,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from compilewatch.core import signing
 
+# torch's remote cache keys, ``pt2:fx-graph-v1::<key>:c1`` (``RedisRemoteCache._key_fmt``)
+KEY = re.compile(r"^pt2:[A-Za-z0-9_.\-]{1,64}::[A-Za-z0-9_.\-]{1,256}:c[0-9]{1,6}$")
+MAX_ENTRY_BYTES = 512 * 1024 * 1024  # Redis' own limit on one value
 MAGIC = b"cwsc1\n"
 _DOMAIN = b"compilewatch shared compile cache entry v1\n"
 _HEAD = len(MAGIC) + 32 + 64

@@ -16,7 +16,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from compilewatch.compiler import remotecache, remoteentries, remoteurl
+from compilewatch.compiler import remotecache, remoteentries, remoteproxy, remoteurl
 from compilewatch.compiler.protocol import RemoteRead
 from compilewatch.core import signing
 from compilewatch.core.errors import RemoteCacheError
@@ -43,6 +43,8 @@ class SharedCache:
 
     read: RemoteRead
     writer: Writer | None = None
+    # the parent's side of ``read``: reads the trusted namespace for the remote phases
+    proxy: remoteproxy.Proxy | None = field(default=None, repr=False, compare=False)
 
     @property
     def role(self) -> str:

@@ -15,8 +15,8 @@ password (``keep_database``), since they record into it and measure code the use
 
 The shared compile cache (``bot/measure/remote.py``) is the same: its trusted writer's URL and
 key are let go of unless the command is a trusted writer (``keep_remote_writer``); its reader's
-URL is kept, since the workers of its remote phase read with it anyway (a user that may only
-read).
+URL is kept in this process, which reads the shared cache for the remote phase's workers
+(``compiler/remoteproxy.py``) and is non-dumpable while it holds it: no worker is given it.
 """
 
 from __future__ import annotations

@@ -8,9 +8,11 @@ Two roles (docs/security.md, "The shared compile cache"):
   namespace, with the writer's credential (``COMPILEWATCH_REMOTE_CACHE_WRITER``, else the
   reader URL) and key (``COMPILEWATCH_REMOTE_CACHE_KEY``). Neither reaches a worker;
 - a **reader** (``pr``, any other ``run``) stores nothing, anywhere: what a PR compiled is never
-  shared. Its URL (``--remote-cache`` or ``COMPILEWATCH_REMOTE_CACHE``) reaches the workers of
-  the remote phase, which run the repository's code, so ``pr`` refuses one whose credential
-  Redis lets write the trusted namespace.
+  shared. Its URL (``--remote-cache`` or ``COMPILEWATCH_REMOTE_CACHE``) stays in this process,
+  which reads for the remote phase's workers (``compiler/remoteproxy.py``) and is made
+  non-dumpable while it holds it; no worker, which runs the repository's code, holds it. ``pr``
+  still refuses one whose credential Redis lets write the trusted namespace: on a runner where
+  a PR can become root (a hosted runner's sudo), no process of the runner keeps a secret.
 
 Every remote phase loads only what a pinned key signed, so a Redis that accepts anyone's writes
 can be emptied by a PR, never made to run its code in a trusted run.
@@ -18,12 +20,13 @@ can be emptied by a PR, never made to run its code in a trusted run.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from compilewatch.compiler import remoteurl
+from compilewatch.compiler import proctree, remoteproxy, remoteurl
 from compilewatch.compiler.protocol import RemoteRead
 from compilewatch.compiler.remotestore import SharedCache, Writer, access
 from compilewatch.core import signing
@@ -83,7 +86,11 @@ def setup(opts: RemoteCacheOptions, *, trusted_keys: Iterable[str], runs_pr_code
                          "[tool.compilewatch] cache_public_keys (or --cache-public-key)")
     for key in keys:
         signing.parse_public_key(key)
-    return SharedCache(RemoteRead(url=opts.url, trusted_keys=keys), writer)
+    proctree.set_dumpable(False)  # this process holds the reader's credential from now on
+    proxy = remoteproxy.Proxy(reader)
+    atexit.register(proxy.close)
+    read = RemoteRead(socket=proxy.path, namespace=reader.namespace, trusted_keys=keys)
+    return SharedCache(read, writer, proxy)
 
 
 def _reader_writes(reader: remoteurl.Endpoint, runs_pr_code: bool) -> None:
@@ -92,8 +99,8 @@ def _reader_writes(reader: remoteurl.Endpoint, runs_pr_code: bool) -> None:
     otherwise said, since anyone who reaches the server can then empty or fill it."""
     if runs_pr_code and reader.has_credential:
         raise RemoteCacheError(
-            f"{reader.shown()}: this credential may write {reader.namespace}*, and pr hands it "
-            f"to workers that run the PR's code; give pr {ACL_HINT}")
+            f"{reader.shown()}: this credential may write {reader.namespace}*, and pr measures "
+            f"on a runner that runs the PR's code; give pr {ACL_HINT}")
     log.warning("shared compile cache %s: this reader may write %s*, so whoever reaches it "
                 "can overwrite or empty what trusted runs stored (never make a run load it: "
                 "every entry is verified before it is loaded); give readers %s",

@@ -214,6 +214,7 @@ def test_a_trusted_shard_stores_its_graphs_and_no_worker_sees_how(
     for text in seen:
         assert WRITER_PW not in text and "PRIVATE KEY" not in text
         assert "COMPILEWATCH_REMOTE_CACHE" not in text
+        assert "redis://" not in text  # the remote phase asks the parent, holding no URL
 
 
 def test_a_second_shard_on_an_empty_cache_loads_the_first_shard_s_graphs(

@@ -114,6 +114,23 @@ def test_the_commands_exit_2_on_a_bad_remote_cache(command: str, args: list[str]
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("command", ["run", "pr", "nightly"])
+def test_without_the_redis_package_a_command_says_so_and_measures_without_it(
+        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The redis package is an extra: its absence is said before anything is measured, and
+    the shared cache is then not used (no server is asked: this one does not exist)."""
+    from compilewatch.compiler import remoteurl
+
+    monkeypatch.setattr(remoteurl, "available", lambda: False)
+    result = CliRunner().invoke(main, [command, "--remote-cache", "redis://127.0.0.1:1",
+                                       "--suite", str(tmp_path / "missing.py"),
+                                       "--out", str(tmp_path / "o")], env={})
+    assert "the redis package is not installed (pip install 'compilewatch[redis]')" \
+        in result.output, result.output
+    assert "measuring without the shared compile cache" in result.output
+    assert "ConnectionError" not in result.output and "Traceback" not in result.output
+
+
 def test_storing_needs_a_shared_cache_to_store_in(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", "--remote-cache-write", "--out",
                                        str(tmp_path / "r.json")], env={})
@@ -234,7 +251,8 @@ def test_the_commands_check_their_role_before_anything_runs(acl: int, tmp_path: 
 def test_the_reader_loads_what_the_writer_stored_and_refuses_the_rest(acl: int,
                                                                       tmp_path: Path) -> None:
     """The worker's backend against what the parent stored, in database 3 (the same name in
-    database 0 is another entry), as torch calls it: ``get(torch's key)``."""
+    database 0 is another entry), as torch calls it: ``get(torch's key)``, through the
+    measuring parent's proxy."""
     import redis
 
     pem, public = signing.generate()
@@ -246,11 +264,14 @@ def test_the_reader_loads_what_the_writer_stored_and_refuses_the_rest(acl: int,
     (outbox / "b.entry").write_bytes(b"not a torch key\nxx")  # skipped
     assert remotestore.store(outbox, writer) == 1
     tally = Tally(reading=True)
-    reader = Reader(RemoteRead(url=url(acl, "pr"), trusted_keys=(public,)), tally)
+    shared = setup(RemoteCacheOptions(url(acl, "pr")), trusted_keys=[public], runs_pr_code=True)
+    assert shared is not None and shared.proxy is not None
+    reader = Reader(shared.read, tally)
     assert reader.get(KEY) == b'{"data": "UE9JU09O"}'
     assert reader.get("pt2:fx-graph-v1::fmissing:c1") is None
-    assert Reader(RemoteRead(url=url(acl, "pr", db=0), trusted_keys=(public,)),
-                  tally).get(KEY) is None
+    other = setup(RemoteCacheOptions(url(acl, "pr", db=0)), trusted_keys=[public],
+                  runs_pr_code=True)
+    assert other is not None and Reader(other.read, tally).get(KEY) is None
     # what a PR with a credential that writes would leave: torch's own (unsigned) form
     lax = redis.Redis(host="127.0.0.1", port=acl, db=3, username="lax", password="lax-pw")
     lax.set(f"{PREFIX}:trusted:{KEY}", b'{"data": "UE9JU09O"}')
@@ -259,6 +280,50 @@ def test_the_reader_loads_what_the_writer_stored_and_refuses_the_rest(acl: int,
     assert lax.get(f"{PREFIX}:trusted:{KEY}") == b'{"data": "UE9JU09O"}'
     assert (tally.hits, tally.misses, tally.refused) == (1, 2, 1)
     assert any("not a signed entry" in n for n in tally.notes)
+    for s in (shared, other):
+        assert s.proxy is not None
+        s.proxy.close()
+
+
+def test_a_worker_holds_no_credential_and_the_parent_only_reads(acl: int) -> None:
+    """What a remote phase's worker is given names a socket, never the server or its
+    password; the parent answers only keys of torch's form, and only by reading."""
+    import redis
+
+    from compilewatch.compiler import remoteproxy
+
+    _, public = signing.generate()
+    shared = setup(RemoteCacheOptions(url(acl, "pr")), trusted_keys=[public], runs_pr_code=True)
+    assert shared is not None and shared.proxy is not None
+    spec = shared.read.model_dump_json()
+    assert "pr-pw" not in spec and "redis://" not in spec and str(acl) not in spec
+    assert (Path(shared.read.socket).parent.stat().st_mode & 0o777) == 0o700
+    trusted = redis.Redis(host="127.0.0.1", port=acl, db=3, username="trusted",
+                          password="trusted-pw")
+    sentinel = f"{PREFIX}:trusted:pt2:fx-graph-v1::fsentinel:c1"
+    trusted.set(sentinel, b"as stored")
+    for request in ("../etc/passwd", "pt2:fx::x:c1\nSET a b", "*", "x" * 400,
+                    "pt2:fx-graph-v1::fsentinel:c1\nDEL " + sentinel):
+        assert remoteproxy.ask(shared.read.socket, request) in (None, b"as stored")
+    assert trusted.get(sentinel) == b"as stored"
+    assert trusted.get(f"{PREFIX}:trusted:a") is None
+    shared.proxy.close()
+    # the parent gone: the worker compiles without the shared cache, saying why
+    tally = Tally(reading=True)
+    assert Reader(shared.read, tally).get(KEY) is None
+    assert tally.errors == 1 and "could not be asked" in tally.notes[0]
+
+
+def test_a_server_gone_is_said_to_the_worker(tmp_path: Path) -> None:
+    from compilewatch.compiler import remoteproxy
+
+    with redis_server(tmp_path / "gone") as server:
+        proxy = remoteproxy.Proxy(remoteurl.parse(f"redis://127.0.0.1:{server.port}/1"))
+    try:
+        with pytest.raises(remoteproxy.ProxyDown, match="ConnectionError"):
+            remoteproxy.ask(proxy.path, KEY)
+    finally:
+        proxy.close()
 
 
 # --- TLS ----------------------------------------------------------------------------------------
@@ -307,7 +372,7 @@ def test_torch_s_own_remote_caches_are_off_and_ours_only_where_asked(phase: str,
 
     spec = WorkerSpec(suite="micro", model="m", config=Config(), phase=phase, large=False,
                       rounds=1, block_ms=1.0, out="", status_file="",
-                      remote_read=RemoteRead(url="redis://127.0.0.1:1", trusted_keys=())
+                      remote_read=RemoteRead(socket="/nonexistent", namespace="p:trusted:")
                       if phase == "remote" else None)
     env = {**worker_env(Path("/nonexistent")), "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "1",
            "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "1", "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE": "1"}
