@@ -252,6 +252,21 @@ def test_secrets_are_read_only_in_jobs_with_an_environment(name: str, job_name: 
         assert job.get("environment"), f"{name}: {job_name}"
 
 
+def test_only_the_nightly_s_measuring_step_holds_the_shared_cache_s_writer() -> None:
+    """The trusted writer's URL and key reach the nightly's measuring step (an environment of
+    its own); the PR workflows name no secret, so the reader comes from the untrusted
+    runners' own environment (docs/scale.md)."""
+    nightly = load("compilewatch-nightly.yml")["jobs"]["measure"]
+    assert nightly["environment"] == "compilewatch-shared-cache"
+    (step,) = [s for s in nightly["steps"] if "compilewatch\" nightly" in s.get("run", "")]
+    for name in ("COMPILEWATCH_REMOTE_CACHE", "COMPILEWATCH_REMOTE_CACHE_WRITER",
+                 "COMPILEWATCH_REMOTE_CACHE_KEY"):
+        assert step["env"][name] == f"${{{{ secrets.{name} }}}}"
+    for name in ("compilewatch-pr.yml", "compilewatch-pr-measure.yml"):
+        text = (WORKFLOWS / name).read_text()
+        assert "secrets." not in text and "REMOTE_CACHE" not in text
+
+
 @pytest.mark.parametrize("lock", ["bot.txt", "gpu.txt"])
 def test_hashed_requirements_pin_every_package_with_a_hash(lock: str) -> None:
     text = (WORKFLOWS.parents[1] / "requirements" / lock).read_text()
@@ -333,7 +348,10 @@ def test_nightly_publishes_from_token_holding_jobs_only_and_draws_its_own_branch
     publish = next(s for s in jobs["release"]["steps"] if "--publish-only" in s.get("run", ""))
     # signed on the GitHub-hosted release runner: the key never reaches a GPU runner
     assert publish["env"]["COMPILEWATCH_SIGNING_KEY"] == "${{ secrets.COMPILEWATCH_SIGNING_KEY }}"
-    assert not any("secrets." in str(step) for step in jobs["measure"]["steps"])
+    # the GPU runner holds the shared cache's writer, its own key, and never the signing key
+    held = set(re.findall(r"secrets\.([A-Z_]+)", str(jobs["measure"]["steps"])))
+    assert held == {"COMPILEWATCH_REMOTE_CACHE", "COMPILEWATCH_REMOTE_CACHE_WRITER",
+                    "COMPILEWATCH_REMOTE_CACHE_KEY"}
     assert jobs["release"]["steps"][-1]["uses"].startswith("actions/attest-build-provenance@")
     assert jobs["release"]["environment"] == "compilewatch-signing"
 
