@@ -31,6 +31,7 @@ def branch(repo: Path, name: str, files: dict[str, str]) -> None:
     """A branch off ``main`` that changes ``files``."""
     _git(repo, "checkout", "-qb", name, "main")
     for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", name)

@@ -12,6 +12,10 @@ on a throwaway repository holding the default GPU suite's files (``micro``, ``hf
 - ``comment-only``: head edits a comment in every suite file, so every model reads a changed
   file: each is compiled cold once a side, and those whose compiled code is the same by
   construction (one graph, equal keys) are not timed;
+- ``docs-added``: head adds files no model reads (a doc, a test file, a CI file); a model is
+  reached only by a file it could read, so nothing is measured (docs/measurement.md);
+- ``one-suite-edited``: head edits a comment in one suite file (``hf``'s where it is measured,
+  else the first): that suite's models are compiled cold once a side, the others not;
 - ``measure-all``: the README commit pair with ``--measure-all`` (every model timed, the worst
   case of a PR that touches every model).
 
@@ -55,8 +59,11 @@ from _isolation import agreement
 from _phases import budget
 from _repo import branch, make_repo
 
-SCENARIOS = {"no-model-change": [], "comment-only": [], "measure-all": ["--measure-all"]}
-HEAD_OF = {"comment-only": "comment"}
+SCENARIOS = {"no-model-change": [], "docs-added": [], "one-suite-edited": [],
+             "comment-only": [], "measure-all": ["--measure-all"]}
+HEAD_OF = {"comment-only": "comment", "docs-added": "added", "one-suite-edited": "one-suite"}
+ADDED = {"docs/new.md": "# a new page\n", "tests/test_new.py": "def test_new():\n    pass\n",
+         ".github/workflows/new.yml": "name: new\non: push\njobs: {}\n"}
 
 
 def run(repo: Path, out: Path, device: str, isolation: str, extra: list[str],
@@ -211,7 +218,8 @@ def main() -> None:
 
 def user_repo(root: Path, suites: list[str]) -> Path:
     """Built-in suites copied into ``models/`` of a repository; branch ``head`` edits the
-    README, branch ``comment`` a comment in every suite file."""
+    README, ``added`` adds files no model reads, ``one-suite`` edits a comment in one suite
+    file, ``comment`` a comment in every suite file."""
     from compilewatch.suites.loader import BUILTIN
 
     files = {f"models/{s}.py": Path(importlib.import_module(BUILTIN[s]).__file__).read_text()
@@ -220,6 +228,9 @@ def user_repo(root: Path, suites: list[str]) -> Path:
     repo = make_repo(root, {"pyproject.toml": pyproject, "README.md": "a\n", **files},
                      {"README.md": "b\n"})
     branch(repo, "comment", {name: text + "\n# a comment\n" for name, text in files.items()})
+    branch(repo, "added", ADDED)
+    one = "models/hf.py" if "models/hf.py" in files else next(iter(files))
+    branch(repo, "one-suite", {one: files[one] + "\n# a comment\n"})
     return repo
 
 

@@ -76,3 +76,43 @@ def test_tasks_are_read_and_checked(tmp_path):
     assert _repo(tmp_path, 'tasks = ["training"]').tasks == ("training",)
     with pytest.raises(UsageError, match="tasks"):
         _repo(tmp_path, 'tasks = ["serving"]')
+
+
+PYPROJECT = '''[project]
+name = "userproj"
+version = "0.1.0"
+dependencies = ["torch"]
+
+[tool.compilewatch]
+suites = ["bench/models.py"]
+tasks = ["inference"]
+pythonpath = ["src"]
+thresholds = { compiled_time = 0.05 }
+'''
+
+
+@pytest.mark.parametrize(("old", "new", "keys"), [
+    ('suites = ["bench/models.py"]', 'suites = ["bench/models.py", "micro"]',
+     {"tool.compilewatch.suites"}),
+    ('tasks = ["inference"]', 'tasks = ["inference", "training"]', {"tool.compilewatch.tasks"}),
+    ('pythonpath = ["src"]', 'pythonpath = ["lib"]', {"tool.compilewatch.pythonpath"}),
+    ('name = "userproj"', 'name = "userproj2"', {"project.name"}),
+    ('version = "0.1.0"', 'version = "0.2.0"', set()),
+    ('dependencies = ["torch"]', 'dependencies = ["torch", "numpy"]', set()),
+    ("compiled_time = 0.05", "compiled_time = 0.2", set()),
+    ('tasks = ["inference"]', 'tasks = ["inference"]  # one task\n# a comment', set()),
+    ('suites = ["bench/models.py"]\ntasks = ["inference"]',
+     'tasks = ["inference"]\nsuites = ["bench/models.py"]', set()),
+])
+def test_only_a_change_to_what_is_measured_is_a_measuring_setting(
+        tmp_path: Path, old: str, new: str, keys: set[str]) -> None:
+    """``pr`` sends every model to be measured again only for these keys (``changed_files``)."""
+    from compilewatch.bot.judge.project import measuring_settings
+
+    sides = {}
+    for side, text in (("base", PYPROJECT), ("head", PYPROJECT.replace(old, new))):
+        assert side == "base" or text != PYPROJECT
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "pyproject.toml").write_text(text)
+        sides[side] = measuring_settings(tmp_path / side)
+    assert {k for k in sides["base"] if sides["base"][k] != sides["head"][k]} == keys
