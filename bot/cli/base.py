@@ -122,6 +122,18 @@ def handed_over(req: Any) -> Iterator[Any]:
             shutil.rmtree(os.environ[FETCHED], ignore_errors=True)
 
 
+def job_summary(markdown: Callable[[], str]) -> None:
+    """In GitHub Actions, append what ``markdown`` builds to the job summary (built only
+    there); a summary that cannot be written is a warning, never the command's failure."""
+    from compilewatch.bot.render import jobsummary
+
+    if jobsummary.target() is None:
+        return
+    why = jobsummary.append(markdown())
+    if why:
+        click.echo(f"compilewatch: warning: the job summary was not written: {why}", err=True)
+
+
 def handle_errors(fn: F) -> F:
     """Turn library errors into a message and an exit code at the edge."""
 

@@ -17,6 +17,7 @@ from compilewatch.bot.cli.base import (
     color_option,
     handed_over,
     handle_errors,
+    job_summary,
     let_go_first,
     main,
     make_console,
@@ -391,6 +392,23 @@ def nightly_cmd(**kwargs: Any) -> None:
                                  progress=progress)
     if not measure.quiet:
         _print_nightly(report)
+    job_summary(lambda: _nightly_summary(report))
+
+
+def _nightly_summary(report: Any) -> str:
+    """The nightly's section of the job summary: what it measured, verified and published."""
+    from compilewatch.bot.render import jobsummary
+
+    lines = []
+    if report.results is not None:
+        models = report.results.results
+        passed = sum(r.status == "pass" for r in models)
+        lines.append(f"{len(models)} model configs measured, {passed} passed")
+    good = sum(e.verified for e in report.manifest.artifacts)
+    lines.append(f"cache artifacts: {good} verified of {len(report.manifest.artifacts)}")
+    lines += [f"not published: {what}: {why}" for what, why in report.rejected]
+    lines += [f"published: {where}" for where in report.published]
+    return jobsummary.section("nightly", lines)
 
 
 def _print_nightly(report: Any) -> None:
@@ -545,6 +563,9 @@ def pr_cmd(**kwargs: Any) -> None:
         console = make_console()
         console.print(build_table(comparison, console.width))
         console.print(f"wrote {', '.join(OUT_FILES)} to {kwargs['out']}", markup=False)
+    from compilewatch.bot.render import jobsummary
+
+    job_summary(lambda: jobsummary.of_comparison(comparison, req.report_url))
     if fail_on_regression:  # after every file is written: CI keeps them
         raise_on_gating(comparison)
 

@@ -14,6 +14,7 @@ from compilewatch.bot.cli.base import (
     bounded,
     color_option,
     handle_errors,
+    job_summary,
     json_option,
     main,
     make_console,
@@ -207,22 +208,27 @@ def merge_cmd(inputs: tuple[Path, ...], out: Path, repo: Path) -> None:
       compilewatch merge out/shard-1 out/shard-2 out/shard-3 --out out/merged
       compilewatch merge nightly-shard-*/ --out nightly
     """
+    from compilewatch.bot.render import jobsummary
     from compilewatch.bot.shards.merge import merge_files, summary
     from compilewatch.bot.shards.nightly import is_nightly_out, merge_nightly
 
     if all(p.is_dir() and is_nightly_out(p) for p in inputs):
-        click.echo(summary(merge_nightly(list(inputs), out)))
-        return
-    if all(p.is_dir() for p in inputs):
+        text = summary(merge_nightly(list(inputs), out))
+    elif all(p.is_dir() for p in inputs):
         from compilewatch.bot.compare import merge_outdirs
 
         comparison = merge_outdirs(list(inputs), out, repo)
         click.echo(f"merged {len(inputs)} output directories into {out}: "
                    f"{comparison.headline.insufficient} model(s) with insufficient data")
+        job_summary(lambda: jobsummary.of_comparison(comparison))
         return
-    if any(p.is_dir() for p in inputs):
+    elif any(p.is_dir() for p in inputs):
         raise UsageError("merge takes results files or output directories, not both")
-    click.echo(summary(merge_files(list(inputs), out)))
+    else:
+        text = summary(merge_files(list(inputs), out))
+    click.echo(text)
+    job_summary(lambda: jobsummary.section(f"merged {len(inputs)} shards into {out}",
+                                           text.splitlines()))
 
 
 @main.command("compare")
@@ -279,6 +285,9 @@ def compare_cmd(**kwargs: Any) -> None:
         console.print(build_table(comparison, console.width))
     else:
         click.echo(text, nl=False)
+    from compilewatch.bot.render import jobsummary
+
+    job_summary(lambda: jobsummary.of_comparison(comparison, kwargs["report_url"]))
     if fail_on_regression:  # after the output: CI keeps the report
         raise_on_gating(comparison)
 
@@ -359,5 +368,10 @@ def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
     click.echo(report.summary)
     if report.warning:
         click.echo(report.warning, err=True)
+    from compilewatch.bot.render import jobsummary
+
+    job_summary(lambda: jobsummary.section(
+        "trends", [*report.summary.removeprefix("compilewatch: ").splitlines(),
+                   *([report.warning] if report.warning else [])]))
 
 

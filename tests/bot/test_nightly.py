@@ -316,6 +316,20 @@ def _publishable(out: Path) -> list[str]:
     return [e.model for e in man.artifacts if e.verified]
 
 
+def test_a_nightly_publishing_says_what_it_published_in_the_job_summary(
+        tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    summary = tmp_path / "summary.md"
+    result = CliRunner().invoke(main, ["nightly", "--publish-only", "--out",
+                                       str(folder.parent), "--publish-dir",
+                                       str(tmp_path / "pub"), "--tag", "nightly-9", "--no-db"],
+                                env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert result.exit_code == 0, result.output
+    text = summary.read_text()
+    assert text.startswith("### compilewatch: nightly")
+    assert "1 verified of 2" in text and "published" in text and "nightly\\-9" in text
+
+
 def test_publishing_without_a_signing_key_is_refused_before_anything_is_copied(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COMPILEWATCH_SIGNING_KEY")

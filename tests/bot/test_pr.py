@@ -494,10 +494,15 @@ def test_end_to_end_then_post(repo: Path, tmp_path: Path, fake_github: FakeGitHu
     sh(repo, "checkout", "-q", "-b", "feature")
     head_sha = commit(repo, {"models.py": HEAD_MODELS}, "graph break and a new shape")
     out = tmp_path / "out"
+    summary = tmp_path / "summary.md"
     result = CliRunner().invoke(main, ["pr", "--repo", str(repo), "--base", "main", "--head",
                                        "feature", "--out", str(out), "--rounds", "3",
-                                       "--block-ms", "2"])
+                                       "--block-ms", "2"],
+                                env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert result.exit_code == 0, result.output
+    # the job summary is the comment: its headline and the flagged models
+    headline = (out / "comment.md").read_text().splitlines()[:3]
+    assert summary.read_text().splitlines()[:3] == headline and "breaky" in summary.read_text()
     assert sorted(p.name for p in out.iterdir()) == [
         "base.json", "comment.md", "comparison.json", "diagnostics", "head.json", "report.html"]
     assert len(worktree_list(repo)) == 1
