@@ -78,23 +78,28 @@ def _line(m: Match, base: KernelProfile, head: KernelProfile, band: float) -> Ke
 
 
 def _host(base: KernelProfile, head: KernelProfile, lines: Sequence[KernelLine],
-          launch_bound: bool | None) -> KernelHost:
+          launch_bound: bool | None, breaks: tuple[int, int] | None) -> KernelHost:
     host = KernelHost(base_launches=base.launches_per_step, head_launches=head.launches_per_step,
                       base_host_us=base.step_us, head_host_us=head.step_us,
                       base_graphs=len(base.graphs), head_graphs=len(head.graphs))
-    return host.model_copy(update={"finding": _launches(host, lines, launch_bound)})
+    return host.model_copy(update={"finding": _launches(host, lines, launch_bound, breaks)})
 
 
-def _launches(h: KernelHost, lines: Sequence[KernelLine], launch_bound: bool | None
-              ) -> str | None:
-    """What a change in launches a step says: which way, and why (graphs, fusions)."""
+def _launches(h: KernelHost, lines: Sequence[KernelLine], launch_bound: bool | None,
+              breaks: tuple[int, int] | None = None) -> str | None:
+    """What a change in launches a step says: which way, and why (graphs, fusions). A graph
+    break is named only where the model's breaks changed too: the graphs counted are the FX
+    graphs a step called by their keys, and a training step calls a forward and a backward,
+    or a graph torch does not key (a bypassed cache) is not counted at all."""
     more = h.head_launches - h.base_launches
     if abs(more) < max(1.0, MORE_LAUNCHES * h.base_launches):
         return None
     why: list[str] = []
     if h.head_graphs != h.base_graphs:
-        what = "a graph break" if h.head_graphs > h.base_graphs else "a graph break gone"
-        why.append(f"{h.base_graphs} → {h.head_graphs} compiled graphs ({what})")
+        what = ""
+        if breaks is not None and breaks[1] != breaks[0]:
+            what = " (a graph break)" if breaks[1] > breaks[0] else " (a graph break gone)"
+        why.append(f"{h.base_graphs} → {h.head_graphs} compiled graphs{what}")
     split = sum(x.status == "split" for x in lines)
     merged = sum(x.status == "merged" for x in lines)
     if split and more > 0:
@@ -120,9 +125,11 @@ def _us(x: float) -> str:
 
 
 def diff(base: KernelProfile | None, head: KernelProfile | None, *,
-         band: float | None = None, launch_bound: bool | None = None) -> KernelDiff | None:
+         band: float | None = None, launch_bound: bool | None = None,
+         breaks: tuple[int, int] | None = None) -> KernelDiff | None:
     """Base's kernels against head's (None: a side has no profile). ``band``: the relative
-    change the model's compiled-time verdict needed."""
+    change the model's compiled-time verdict needed; ``breaks``: the model's graph breaks
+    on each side, where known."""
     if base is None or head is None:
         return None
     failed = [f"{side}'s kernel profile: {p.unknown_reason}" for side, p in
@@ -140,4 +147,5 @@ def diff(base: KernelProfile | None, head: KernelProfile | None, *,
                          "step's total only)")
     return KernelDiff(activity=head.activity, steps=(base.steps, head.steps),
                       base_device_us=base.device_us, head_device_us=head.device_us,
-                      lines=lines, host=_host(base, head, lines, launch_bound), notes=notes)
+                      lines=lines, host=_host(base, head, lines, launch_bound, breaks),
+                      notes=notes)

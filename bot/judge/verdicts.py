@@ -520,7 +520,9 @@ def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
         timing_skipped=(h.timing_skipped or b.timing_skipped) if both else None,
         launch_bound=launch_bound, diagnostics=_diagnostics(b, h),
         kernels=kernel_diff(b.kernels, h.kernels, band=compiled.band if compiled else None,
-                            launch_bound=launch_bound),
+                            launch_bound=launch_bound,
+                            breaks=(sum(g.count for g in b.graph_breaks),
+                                    sum(g.count for g in h.graph_breaks))),
     )
 
 

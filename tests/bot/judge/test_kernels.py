@@ -73,7 +73,7 @@ def test_a_custom_op_between_two_fused_ops_splits_their_kernel(
 
 def test_a_graph_break_that_splits_a_kernel_is_named_in_the_launches(
         kernel_profiles: dict[str, Any]) -> None:
-    d = _diff(kernel_profiles, "base", "broken", launch_bound=True)
+    d = _diff(kernel_profiles, "base", "broken", launch_bound=True, breaks=(0, 1))
     split = _line(d, "split")
     assert sorted(split.head) == ["cpp_fused_add_mul_sin_0", "cpp_fused_cos_mul_0"]
     assert (d.host.base_graphs, d.host.head_graphs) == (1, 2)
@@ -81,6 +81,11 @@ def test_a_graph_break_that_splits_a_kernel_is_named_in_the_launches(
     assert "3 → 4, from 1 → 2 compiled graphs (a graph break); 1 kernel split (a lost " \
            "fusion)" in d.host.finding
     assert "launch-bound" in d.host.finding
+    # graphs called that differ without a break that does (a training step's forward and
+    # backward, a graph whose cache is bypassed): counted, never blamed on a break
+    quiet = _diff(kernel_profiles, "base", "broken", breaks=(2, 2))
+    assert quiet.host.finding is not None and "1 → 2 compiled graphs;" in quiet.host.finding
+    assert "graph break" not in quiet.host.finding
 
 
 def test_a_second_process_of_the_same_code_matches_every_kernel_one_to_one(
