@@ -393,6 +393,35 @@ def test_the_comment_merges_every_shard_and_posts_after_a_failed_one() -> None:
         in post["run"]
 
 
+@pytest.mark.parametrize("trends_url", ["", "https://owner.github.io/repo"])
+def test_the_comment_gets_the_nightly_s_history_and_dashboard_when_they_are_set(
+        tmp_path: Path, trends_url: str) -> None:
+    """The post step as written (bash), with a stand-in compilewatch that records its
+    arguments: the database comes by the environment, the dashboard only when it is set."""
+    post = load("compilewatch-comment.yml")["jobs"]["comment"]["steps"][-1]
+    assert post["env"]["COMPILEWATCH_DB"] == "${{ vars.COMPILEWATCH_DB }}"
+    assert post["env"]["TRENDS_URL"] == "${{ vars.COMPILEWATCH_TRENDS_URL }}"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "compilewatch"
+    stub.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGS_OUT"\n'
+                    'printf "%s" "$COMPILEWATCH_DB" > "$ARGS_OUT.db"\n')
+    stub.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path),
+           "GITHUB_WORKSPACE": str(tmp_path), "REPO": "o/r", "HEAD_SHA": "a" * 40,
+           "PR_NUMBER": "7", "RUN_URL": "https://github.com/o/r/actions/runs/1",
+           "COMPILEWATCH_DB": "postgresql+psycopg://ci@db/cw", "TRENDS_URL": trends_url,
+           "ARGS_OUT": str(tmp_path / "args")}
+    subprocess.run(["bash", "-e", "-c", post["run"]], env=env, check=True)
+    args = (tmp_path / "args").read_text().splitlines()
+    assert (tmp_path / "args.db").read_text() == "postgresql+psycopg://ci@db/cw"
+    if trends_url:
+        assert args[args.index("--trends-url") + 1] == trends_url
+    else:
+        assert "--trends-url" not in args and "" not in args
+    assert args[args.index("--pr") + 1] == "7"
+
+
 def test_the_nightly_shards_merge_before_publishing_once() -> None:
     jobs = load("compilewatch-nightly.yml")["jobs"]
     measure = jobs["measure"]
