@@ -104,8 +104,8 @@ def let_go_first(fetch: Callable[[], dict[str, str]] | None = None, *,
         let_go(argv, fetch() if fetch else None, **keep)
     names = let_go_of()
     if names:
-        click.echo(f"compilewatch: let go of {', '.join(names)} before running the "
-                   "repository's code", err=True)
+        click.echo(f"compilewatch: let go of the credentials {', '.join(names)} before "
+                   "running the repository's code (it cannot read them)", err=True)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ URL is kept in this process, which reads the shared cache for the remote phase's
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -40,6 +41,10 @@ PG_PLAIN = frozenset({"PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGDATABASE",
                       "PGTARGETSESSIONATTRS", "PGCLIENTENCODING", "PGDATESTYLE"})
 # libpq's variables that hold a secret or point at one
 PG_SECRET = ("PGPASSWORD", "PGPASSFILE", "PGSSLKEY", "PGSERVICEFILE")
+# a service's CA bundle (AWS_CA_BUNDLE, CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE): a path to public
+# certificates, kept from workers with the service's other settings but no credential to name
+CA_PATHS = ("*CA_BUNDLE", "*CA_CERTS_FILE", "*CA_CERTS", "*CA_FILE", "*SSL_CERT_FILE",
+            "*SSL_CERT_DIR")
 
 
 def _url_password(url: str) -> bool:
@@ -59,7 +64,7 @@ def credentials(environ: Mapping[str, str] | None = None, *,
     out = []
     for name, value in env.items():
         if not is_credential(name) or name in PG_PLAIN or _plain_ci(name) \
-                or name == READER_ENV:
+                or name == READER_ENV or _ca_path(name):
             continue
         if keep_remote_writer and name in (WRITER_ENV, KEY_ENV):
             continue
@@ -69,6 +74,10 @@ def credentials(environ: Mapping[str, str] | None = None, *,
             continue
         out.append(name)
     return sorted(out)
+
+
+def _ca_path(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in CA_PATHS) and not is_secret_name(name)
 
 
 def _plain_ci(name: str) -> bool:

@@ -244,7 +244,7 @@ def test_pr_code_finds_no_credential_anywhere_it_can_reach(isolation: str,
     # the pr process itself (its re-executed self) was among those searched, with the fork
     # server or the spawned workers' parents
     assert "compilewatch.bot.cli" in searched, searched
-    assert "let go of AWS_SECRET_ACCESS_KEY, COMPILEWATCH_REMOTE_CACHE_KEY, " \
+    assert "let go of the credentials AWS_SECRET_ACCESS_KEY, COMPILEWATCH_REMOTE_CACHE_KEY, " \
         "COMPILEWATCH_REMOTE_CACHE_WRITER, COMPILEWATCH_SIGNING_KEY, GITHUB_TOKEN " \
         "before running the repository's code" in proc.stderr
 

@@ -35,6 +35,20 @@ def test_every_credential_goes_and_plain_settings_stay() -> None:
     assert "GITHUB_TOKEN" in kept
 
 
+def test_a_ca_bundle_is_no_credential_to_let_go_of() -> None:
+    """Paths to public certificates are not named in the note (a newcomer read "let go of
+    AWS_CA_BUNDLE" on every run); a name that says secret still is, and workers see neither."""
+    from compilewatch.compiler.processes import allowed_env
+
+    paths = {"AWS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
+             "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE": "/etc/ssl/certs/ca-certificates.crt",
+             "GOOGLE_SSL_CERT_FILE": "/etc/ssl/cert.pem",
+             "AWS_CA_BUNDLE_SECRET_KEY": "not a path"}
+    assert credentials({**HOST, **paths}) == sorted([*credentials(HOST),
+                                                     "AWS_CA_BUNDLE_SECRET_KEY"])
+    assert not set(paths) & set(allowed_env({**HOST, **paths}))
+
+
 @pytest.mark.parametrize(("url", "env", "named"), [
     ("postgresql://ci:pw@db/cw", {}, "--db"),
     (None, {"COMPILEWATCH_DB": "postgresql://ci:pw@db/cw"}, "COMPILEWATCH_DB"),
