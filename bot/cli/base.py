@@ -215,15 +215,21 @@ def stacked(*options: Callable[[F], F]) -> Callable[[F], F]:
 @click.group(cls=_Main,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="compilewatch")
+@click.option("--strict", is_flag=True,
+              help="Refuse (exit 2) an unknown key in [tool.compilewatch] instead of warning "
+                   "and ignoring it.")
 @color_option
-def main() -> None:
+def main(strict: bool) -> None:
     """compilewatch: measure torch.compile on model suites, compare, and report.
 
     \b
     Examples:
       compilewatch run --suite micro --device cpu --out results.json
-      compilewatch suites
+      compilewatch --strict suites
     """
+    from compilewatch.bot.judge.project import STRICT
+
+    STRICT.set(strict)
     _show_library_notes()
 
 

@@ -5,7 +5,8 @@ Unknown keys are warned about, not ignored silently: a typo in a threshold must 
 
 from __future__ import annotations
 
-import warnings
+import contextvars
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,10 @@ class ProjectConfig(BaseModel):
 
 
 KNOWN_KEYS = set(ProjectConfig.model_fields) - {"root", "distribution"}
+log = logging.getLogger(__name__)  # the CLI shows these on stderr
+# an unknown key refused instead of ignored (the command line's --strict)
+STRICT: contextvars.ContextVar[bool] = contextvars.ContextVar("strict_config", default=False)
+_WARNED: set[tuple[str, str]] = set()  # (file, key) already said
 # The keys that change what a side measures: which suites and tasks, and where its code is
 # imported from. The others judge or vouch (thresholds, models, baseline, cache_public_keys),
 # and ``pr`` reads them from the base side only, never from the pull request's.
@@ -104,6 +109,18 @@ def measuring_settings(root: Path) -> dict[str, Any]:
             "project.name": project_name(data)}
 
 
+def _unknown_key(path: Path, key: str) -> None:
+    """An unknown top-level key: one line, once per file and key however often the file is
+    read, naming the closest known key; with ``STRICT`` (``--strict``) a usage error."""
+    text = f"{path}: unknown key tool.compilewatch.{key}"
+    hint = did_you_mean(key, KNOWN_KEYS)
+    if STRICT.get():
+        raise UsageError(f"{text}{hint} (--strict refuses it)")
+    if (str(path), key) not in _WARNED:
+        _WARNED.add((str(path), key))
+        log.warning("%s ignored%s", text, hint)
+
+
 def load_project_config(repo: str | Path = ".") -> ProjectConfig:
     """Read ``repo/pyproject.toml``; a missing file or table gives the defaults. Every error
     names the file and the key, and says what was expected (``config_errors``)."""
@@ -112,8 +129,7 @@ def load_project_config(repo: str | Path = ".") -> ProjectConfig:
     data = read_pyproject(path, root)
     table = tool_table(data, path, "compilewatch") if data else {}
     for key in sorted(set(table) - KNOWN_KEYS):
-        warnings.warn(f"{path}: unknown key tool.compilewatch.{key} ignored"
-                      f"{did_you_mean(key, KNOWN_KEYS)}", stacklevel=2)
+        _unknown_key(path, key)
     known = {k: v for k, v in table.items() if k in KNOWN_KEYS}
     try:
         config = ProjectConfig.model_validate({**known, "root": root,

@@ -4,7 +4,7 @@ be a valid tuple" or "Extra inputs are not permitted"."""
 
 from __future__ import annotations
 
-import warnings
+import logging
 from pathlib import Path
 
 import pytest
@@ -93,14 +93,31 @@ def test_each_mistake_names_the_key_what_was_expected_and_the_value(
     ("xyzzy", ""),
     ("root", ""),  # a field of ours, but not one a pyproject sets
 ])
-def test_an_unknown_top_level_key_is_a_warning_with_did_you_mean(
-        tmp_path: Path, key: str, hint: str) -> None:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+def test_an_unknown_top_level_key_is_one_line_once_with_did_you_mean(
+        tmp_path: Path, key: str, hint: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="compilewatch"):
         config = _load(tmp_path, f'suites = ["micro"]\n{key} = ["x"]')
-    assert [str(w.message) for w in caught] == [
+        for _ in range(3):  # a command reads its pyproject several times: said once
+            load_project_config(tmp_path)
+    assert [r.getMessage() for r in caplog.records] == [
         f"{tmp_path / 'pyproject.toml'}: unknown key {P}.{key} ignored{hint}"]
     assert config.suites == ("micro",) and config.root == tmp_path
+
+
+def test_strict_refuses_an_unknown_key_naming_the_closest(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from compilewatch.bot.cli import main
+
+    (tmp_path / "pyproject.toml").write_text('[tool.compilewatch]\nsuits = ["micro"]\n')
+    strict = CliRunner().invoke(main, ["--strict", "suites", "--repo", str(tmp_path)])
+    assert strict.exit_code == 2, strict.output
+    assert "unknown key tool.compilewatch.suits (did you mean suites?) (--strict" \
+        in strict.output and "Traceback" not in strict.output
+    lax = CliRunner().invoke(main, ["suites", "--repo", str(tmp_path)])
+    assert lax.exit_code == 0, lax.output
+    assert lax.output.count("unknown key tool.compilewatch.suits") <= 1
+    assert "UserWarning" not in lax.output
 
 
 def test_several_mistakes_are_all_listed_one_a_line(tmp_path: Path) -> None:
