@@ -9,12 +9,18 @@ cd "$(dirname "$0")/.."
 . .venv/bin/activate
 out=compilewatch-out/run  # `compilewatch pr` writes compilewatch-out/pr: the two never collide
 mkdir -p "$out"
+id_of() { python -c 'import json, sys; print(json.load(open(sys.argv[1]))["run_id"][:12])' "$1"; }
+previous=""  # the last quickstart's run, which this one's results replace
+[ -f "$out/results.json" ] && previous=$(id_of "$out/results.json" 2>/dev/null || true)
 compilewatch run --suite micro --device cpu --out "$out/results.json" "$@"
 compilewatch report "$out/results.json" --out "$out/report.html"  # prints the report's path
-run_id=$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["run_id"][:12])' \
-  "$out/results.json")
-echo "run id: $run_id (stored; compilewatch runs lists the stored runs)"
+run_id=$(id_of "$out/results.json")
+echo "run id: $run_id (stored; compilewatch runs --trigger local lists the quickstart's runs)"
 echo "database: $(compilewatch db current)"
-echo "after a change, run the quickstart again (the database keeps every run), then compare:"
-echo "  compilewatch runs --limit 2         # the ids of the two newest runs"
-echo "  compilewatch compare $run_id NEW_ID --format html --out compilewatch-out/compare.html"
+if [ -n "$previous" ] && [ "$previous" != "$run_id" ]; then
+  echo "compare it with the quickstart run before it:"
+  echo "  compilewatch compare $previous $run_id --format html --out compilewatch-out/compare.html"
+else
+  echo "after a change, run the quickstart again (the database keeps every run): it ends with"
+  echo "the compare command of its two runs"
+fi

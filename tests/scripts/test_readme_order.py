@@ -56,13 +56,15 @@ def test_quickstart_then_pr_demo_then_tests_in_one_checkout(tmp_path: Path) -> N
     out = _sh(["bash", "scripts/quickstart.sh", *QUICK], checkout, env)
     assert (checkout / "compilewatch-out" / "run" / "report.html").is_file()
     assert out.count("compilewatch-out/run/report.html") == 1  # said once
-    assert "run id: " in out and "compilewatch compare " in out and "OLD.json" not in out
+    assert "run id: " in out and "run the quickstart again" in out and "OLD.json" not in out
 
-    # "after a change, run it again", then the README's compare of the two newest runs
-    _sh(["bash", "scripts/quickstart.sh", *QUICK], checkout, env)
-    listed = json.loads(_sh([".venv/bin/compilewatch", "runs", "--limit", "2", "--json"],
-                            checkout, env))
+    # "after a change, run it again": it prints the compare of its two runs, which are the
+    # README's two newest local runs
+    again = _sh(["bash", "scripts/quickstart.sh", *QUICK], checkout, env)
+    listed = json.loads(_sh([".venv/bin/compilewatch", "runs", "--trigger", "local", "--limit",
+                             "2", "--json"], checkout, env))
     new, old = (r["run_id"][:12] for r in listed["runs"])
+    assert f"compilewatch compare {old} {new} --format html" in again
     page = checkout / "compilewatch-out" / "compare.html"
     _sh([".venv/bin/compilewatch", "compare", old, new, "--format", "html", "--out",
          str(page.relative_to(checkout))], checkout, env)
