@@ -7,6 +7,7 @@ The default is a SQLite file in the per-user data directory that needs no set-up
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from sqlalchemy import URL, Connection, Engine, create_engine, event, exc, make_
 from compilewatch.core.errors import CompilewatchError, DatabaseError
 from compilewatch.db.failures import advice, hide_password, hint, scheme_hint
 
+log = logging.getLogger(__name__)  # the CLI shows these on stderr
 ENV_VAR = "COMPILEWATCH_DB"
 SQLITE_BUSY_TIMEOUT_S = 60.0
 # How long a Postgres connection may take to answer: psycopg's own default is 130 s per address
@@ -30,9 +32,27 @@ _SCHEME_TYPO = re.compile(r"^(postgres(ql)?|sqlite)(\+\w+)?:/?(?!/)", re.IGNOREC
 
 
 def default_sqlite_path() -> Path:
-    """``$XDG_DATA_HOME/compilewatch/compilewatch.db``, else ``~/.local/share/...``."""
+    """``compilewatch.db`` in the platform's per-user data folder (platformdirs): on Linux
+    ``$XDG_DATA_HOME/compilewatch/``, else ``~/.local/share/compilewatch/`` (the path of every
+    earlier version); on macOS ``~/Library/Application Support/compilewatch/``; on Windows
+    ``%LOCALAPPDATA%\\compilewatch\\``. Where an earlier version's file is at the Linux path
+    and none at the platform's, that file stays the default, said once."""
+    import platformdirs
+
+    new = Path(platformdirs.user_data_dir("compilewatch", appauthor=False)) / "compilewatch.db"
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "compilewatch" / "compilewatch.db"
+    legacy = Path(base) / "compilewatch" / "compilewatch.db"
+    if new != legacy and not new.exists() and legacy.exists():
+        if legacy not in _SAID:
+            _SAID.add(legacy)
+            log.warning("using the database at %s, where earlier versions kept it; this "
+                        "platform's data folder is %s (move the file there to use it)",
+                        legacy, new.parent)
+        return legacy
+    return new
+
+
+_SAID: set[Path] = set()
 
 
 def utcnow() -> datetime:

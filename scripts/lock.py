@@ -53,7 +53,7 @@ LOCKS = (
                 "nightly's release job (nightly --publish-only). Only what those two commands\n"
                 "import: no torch, matplotlib, numpy or scipy.",
          only=("pydantic", "click", "rich", "jinja2", "sqlalchemy", "alembic", "pygithub",
-               "filelock", "cryptography")),
+               "filelock", "cryptography", "platformdirs")),
     Lock("gpu", "The jobs that measure on a GPU runner: compilewatch-pr.yml and the nightly's\n"
                 "measure job. Every dependency; torch at requirements/ci.txt's version, as PyPI\n"
                 "builds it for Linux (with CUDA). The extras postgres and redis: shards ingest\n"

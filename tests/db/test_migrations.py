@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,30 @@ def test_sqlite_0002_migrates_a_database_with_data_up_and_down(tmp_path: Path) -
 def test_postgres_0002_migrates_a_database_with_data_up_and_down() -> None:
     with pg_database() as url:
         _migrate_with_data(url)
+
+
+def test_the_default_database_is_in_the_platform_s_data_folder_an_old_one_kept(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On Linux the platform's folder is the XDG one every earlier version used; elsewhere
+    (here: a macOS-like folder) an earlier version's file at that path stays the default,
+    said once, until it is moved."""
+    import platformdirs
+
+    from compilewatch.db import engine
+
+    mac = tmp_path / "Library" / "Application Support" / "compilewatch"
+    monkeypatch.setattr(platformdirs, "user_data_dir", lambda *a, **k: str(mac))
+    assert default_sqlite_path() == mac / "compilewatch.db"
+    legacy = tmp_path / "xdg" / "compilewatch" / "compilewatch.db"
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_bytes(b"")
+    monkeypatch.setattr(engine, "_SAID", set())
+    with caplog.at_level(logging.WARNING, logger="compilewatch"):
+        assert default_sqlite_path() == legacy
+        assert default_sqlite_path() == legacy
+    assert [r.getMessage().split(";")[0] for r in caplog.records] == [
+        f"using the database at {legacy}, where earlier versions kept it"]
+    mac.mkdir(parents=True)
+    (mac / "compilewatch.db").write_bytes(b"")  # moved (or made) there: the platform's wins
+    assert default_sqlite_path() == mac / "compilewatch.db"
