@@ -26,8 +26,8 @@ def _delta(d: Delta | None, fmt) -> Text:  # type: ignore[no-untyped-def]
 
 
 COLUMNS = (Column("model", justify="left"), Column("verdict", justify="left", fold_to=20),
-           Column("compiled", justify="left"), Column("speedup", drop=2, justify="left"),
-           Column("cold", drop=1, justify="left"), Column("warm", drop=3, justify="left"),
+           Column("compiled", justify="left"), Column("speedup", drop=3, justify="left"),
+           Column("cold", drop=2, justify="left"), Column("warm", drop=4, justify="left"),
            Column("breaks", drop=1, justify="left"), Column("recompiles", drop=1,
                                                               justify="left"),
            Column("why", justify="left", fold_to=30))

@@ -25,12 +25,14 @@ LEGEND = ("speedup: eager ÷ compiled of the same round (timed back to back, so 
           "interval is from their spread. eager µs, compiled µs: each process's median per "
           f"call, geometric mean over the processes. {MARK}: their ratio is more than 25% from "
           "the speedup, because the host's speed moved inside a process; read the speedup.")
-COLUMNS = (Column("model", justify="left"), Column("config", drop=3, justify="left"),
+# context goes first (warm, config, accuracy, eager), the findings last: graph breaks and
+# recompiles are what a narrow terminal must still show
+COLUMNS = (Column("model", justify="left"), Column("config", drop=4, justify="left"),
            Column("status", justify="left"), Column("speedup [95% CI]"),
-           Column("eager µs", drop=2), Column("compiled µs", drop=1),
-           Column("cold s (1st call)", drop=1), Column("warm s", drop=4),
-           Column("warm start s", drop=4), Column("remote s", drop=4), Column("breaks", drop=2),
-           Column("recompiles", drop=2), Column("accuracy", drop=3))
+           Column("eager µs", drop=3), Column("compiled µs", drop=2),
+           Column("cold s (1st call)", drop=2), Column("warm s", drop=5),
+           Column("warm start s", drop=5), Column("remote s", drop=5), Column("breaks", drop=1),
+           Column("recompiles", drop=1), Column("accuracy", drop=4))
 
 
 def _s(x: float | None, fmt: str = "{:.2f}") -> str:

@@ -113,6 +113,11 @@ def test_the_summary_fits_the_width_and_names_what_it_left_out(width: int) -> No
     else:
         assert "not shown" not in flat
     assert bool(hidden) == (width < 180)  # the whole table is 172 columns wide
+    # context goes before the findings: breaks and recompiles are the last to go
+    if any(c in hidden for c in ("breaks", "recompiles")):
+        assert {"config", "eager µs", "warm s", "accuracy"} <= set(hidden)
+    if width >= 80:
+        assert "breaks" in header and "recompiles" in header
 
 
 def test_a_noisy_host_is_said_under_the_summary() -> None:
@@ -124,3 +129,22 @@ def test_a_noisy_host_is_said_under_the_summary() -> None:
     assert "noisy host: the host's CPU was too noisy during this run (CPU workload spread " \
            "30.0%)" in flat
     assert "noisy host" not in _text(run_results([model_result("mlp")]))
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_the_comparison_table_keeps_breaks_and_recompiles_longest(width: int) -> None:
+    from compilewatch.bot.judge.verdicts import compare
+    from compilewatch.bot.render.comparison_table import build_table
+
+    base = run_results([model_result("mlp", seed=1)])
+    head = run_results([model_result("mlp", seed=2, graph_breaks=["a new break"])])
+    console = Console(width=width, record=True, file=io.StringIO(), force_terminal=True)
+    console.print(build_table(compare(base, head), width))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    header = next(line for line in text.splitlines() if "model" in line)
+    flat = " ".join(text.split())
+    if "breaks" not in header:  # gone only after every column of context
+        assert all(c not in header for c in ("warm", "speedup", "cold"))
+    assert ("not shown" in flat) == any(c not in header for c in ("warm", "speedup", "cold",
+                                                                   "breaks", "recompiles"))
