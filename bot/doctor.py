@@ -239,10 +239,22 @@ def doctor(*, db_url: str | None = None, token_env: str = "GITHUB_TOKEN",
                          _database(db_url), _github(token_env, repo, github_url)])
 
 
-def render_report(report: DoctorReport) -> str:
+def render_report(report: DoctorReport, columns: int | None = None) -> str:
+    """One line a check; with ``columns`` (a terminal's width) each detail wraps under itself
+    to fit it."""
+    import textwrap
+
     width = max(len(c.name) for c in report.checks)
     lines = ["compilewatch doctor: what works on this machine"]
-    lines += [f"  {c.status:<4}  {c.name:<{width}}  {c.detail}" for c in report.checks]
+    for c in report.checks:
+        lead = f"  {c.status:<4}  {c.name:<{width}}  "
+        if columns is None or len(lead) + len(c.detail) <= columns:
+            lines.append(lead + c.detail)
+            continue
+        room = max(20, columns - len(lead))
+        wrapped = textwrap.wrap(c.detail, room, break_on_hyphens=False) or [""]
+        lines.append(lead + wrapped[0])
+        lines += [" " * len(lead) + w for w in wrapped[1:]]
     verdict = "can run" if report.can_run else "CANNOT run (see the fail lines)"
     lines.append(f"main job (compilewatch run --device cpu): {verdict}")
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from compilewatch.bot.cli.base import (
     handle_errors,
     json_option,
     main,
+    make_console,
     url_option,
 )
 from compilewatch.core.errors import EnvironmentProblem
@@ -167,7 +169,10 @@ def doctor_cmd(as_json: bool, **kwargs: Any) -> None:
     from compilewatch.bot.render.listings import doctor_json
 
     report = doctor(**kwargs)
-    click.echo(doctor_json(report) if as_json else render_report(report), nl=not as_json)
+    console = make_console()  # its width: the terminal's, or COLUMNS; none in a pipe or log
+    fits = console.is_terminal or os.environ.get("COLUMNS", "").isdigit()
+    click.echo(doctor_json(report) if as_json else
+               render_report(report, console.width if fits else None), nl=not as_json)
     if not report.can_run:
         raise EnvironmentProblem("this machine cannot run `compilewatch run`: fix the fail "
                                  "lines " + ("of the JSON" if as_json else "above"))

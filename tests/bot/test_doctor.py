@@ -109,6 +109,18 @@ def test_doctor_command_prints_one_screen_and_exits_by_the_main_job(tmp_path: Pa
     assert not (tmp_path / "cw.db").exists()
 
 
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_doctor_fits_the_terminal_and_loses_no_word(tmp_path: Path, columns: str) -> None:
+    args = ["doctor", "--db", f"sqlite:///{tmp_path / 'cw.db'}", "--token-env",
+            "CW_DOCTOR_TEST_TOKEN"]
+    narrow = CliRunner().invoke(main, args, env={"COLUMNS": columns})
+    wide = CliRunner().invoke(main, args, env={"COLUMNS": "400"})
+    assert narrow.exit_code == wide.exit_code == 0, narrow.output
+    assert max(len(line) for line in narrow.output.splitlines()) <= int(columns)
+    assert max(len(line) for line in wide.output.splitlines()) > int(columns)
+    assert "".join(narrow.output.split()) == "".join(wide.output.split())  # only wrapped
+
+
 def test_doctor_json_is_one_object_with_every_check(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["doctor", "--json", "--db", f"sqlite:///{tmp_path / 'cw.db'}",
                                     "--token-env", "CW_DOCTOR_TEST_TOKEN"])
