@@ -14,7 +14,7 @@ from compilewatch.bot.history.sides import load_side, results_root
 from compilewatch.bot.judge.comparison import Comparison
 from compilewatch.bot.judge.project import compare_with_project
 from compilewatch.bot.measure.outcome import check_something_measured
-from compilewatch.bot.render.diagnostics import relink
+from compilewatch.bot.render.diagnostics import relink, tlparse_views
 from compilewatch.bot.render.formats import Format, render
 from compilewatch.bot.shards.merge import check_pair, merge_if_sharded
 from compilewatch.core.files import check_disjoint, copy_plain, plain_tree, write_atomic
@@ -87,6 +87,8 @@ def compare_command(req: CompareRequest) -> tuple[Comparison, str]:
         roots = {"base": results_root(req.base, sides["base"]),
                  "head": results_root(req.head, sides["head"])}
         comparison = relink(comparison, roots, req.out or Path("compare.html"))
+        if req.out is not None:  # a page with a folder beside it for the reports
+            comparison = tlparse_views(comparison, req.out)
     history = nightly_values(req.db_url, comparison) if req.fmt == "markdown" else None
     text = render(comparison, req.fmt, req.report_url, req.trends_url,
                   (sides["base"], sides["head"]), history)

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from compilewatch.bot.judge.comparison import Comparison, ModelRow, Verdict
 from compilewatch.compiler.tempdirs import owned_temporary
@@ -224,4 +224,32 @@ def relink(comparison: Comparison, roots: dict[str, Path | None], page: Path) ->
                 notes.append(f"{what}: not found at {target} (moved or deleted since the run)")
         rows.append(row.model_copy(update={"diagnostics": links,
                                            "notes": [*row.notes, *notes]}))
+    return comparison.model_copy(update={"rows": rows})
+
+
+def tlparse_views(comparison: Comparison, page: Path, find: Find | None = None) -> Comparison:
+    """For a page comparing two runs (``relink``'s links): tlparse's report of each flagged
+    model's trace, written beside the page (``PAGE.tlparse/``), where the run kept a trace
+    and no report was made for it (a ``pr``'s output folder has one already). A raw
+    ``.trace.gz`` is no view a compiler engineer opens; a missing report says why."""
+    find = find or find_tlparse
+    rows = []
+    for row in comparison.rows:
+        if not flagged(row) or any(k.startswith("tlparse report") for k in row.diagnostics):
+            rows.append(row)
+            continue
+        links, notes = dict(row.diagnostics), list(row.notes)
+        for side in ("base", "head"):
+            rel = row.diagnostics.get(f"trace ({side})")
+            if rel is None:
+                continue
+            out = page.parent / f"{page.stem}.tlparse" / f"{row.suite}-{row.model}-{row.config}" \
+                / side
+            why = tlparse(page.parent / unquote(rel), out, find)
+            if why is None:
+                link = os.path.relpath(out / "index.html", page.parent)
+                links[f"tlparse report ({side})"] = quote(Path(link).as_posix())
+            else:
+                notes.append(f"tlparse report ({side}): {why}")
+        rows.append(row.model_copy(update={"diagnostics": links, "notes": notes}))
     return comparison.model_copy(update={"rows": rows})

@@ -115,3 +115,33 @@ def test_doctor_shows_the_tlparse_line(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["doctor", "--db", f"sqlite:///{tmp_path / 'cw.db'}",
                                     "--token-env", "CW_DOCTOR_TEST_TOKEN"])
     assert res.exit_code == 0 and "tlparse" in res.output
+
+
+@pytest.mark.parametrize("works", [True, False])
+def test_a_compare_of_two_runs_links_a_tlparse_report_of_each_flagged_trace(
+        tmp_path: Path, works: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two results files (not a pr's folder, which has its reports): the page links tlparse's
+    view of each side's trace, written beside the page, or says why there is none."""
+    from compilewatch.core.results_file import save_results
+
+    runs = _flagged(tmp_path)
+    for side, run in runs.items():
+        save_results(run, tmp_path / f"{side}.json")
+    if not works:
+        monkeypatch.setattr(diagnostics, "find_tlparse", lambda: None)
+    page = tmp_path / "pages" / "c.html"
+    page.parent.mkdir()
+    res = CliRunner().invoke(main, ["compare", str(tmp_path / "base.json"),
+                                    str(tmp_path / "head.json"), "--repo", str(tmp_path),
+                                    "--format", "html", "--out", str(page)])
+    assert res.exit_code == 0, res.output
+    text = html.unescape(page.read_text(encoding="utf-8"))
+    for side in ("base", "head"):
+        report = page.parent / "c.tlparse" / "micro-m-cpu-default-float32-auto" / side
+        if works:
+            assert f'href="c.tlparse/{report.parent.name}/{side}/index.html">tlparse report ' \
+                   f'({side})' in text
+            assert (report / "index.html").is_file()
+        else:
+            assert f"tlparse report ({side}): tlparse is not installed" in text
+            assert not report.exists()
