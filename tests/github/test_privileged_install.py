@@ -183,12 +183,15 @@ def test_the_comment_workflow_posts_a_comment_and_a_check(runner: Runner, fake: 
     (config / "pyproject.toml").write_text('[project]\nname = "models"\n[tool.compilewatch]\n')
     values = {"GITHUB_TOKEN": TOKEN, "REPO": REPO, "HEAD_SHA": HEAD_SHA,
               "PR_NUMBER": "" if fork else str(PR), "HEAD_OWNER": "contributor",
-              "HEAD_BRANCH": "feature", "RUN_URL": "https://ci.example/run/1"}
+              "HEAD_BRANCH": "feature", "RUN_URL": "https://ci.example/run/1",
+              # no nightly history stored yet; the dashboard's URL set
+              "COMPILEWATCH_DB": "", "TRENDS_URL": "https://owner.example/trends"}
     assert set(step["env"]) == set(values)  # the step's inputs, each given
     proc = runner.bash(step["run"], tmp_path, GITHUB_API_URL=fake.base_url, **values)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [comment] = fake.issue_comments(REPO, PR)
     assert comment["body"].startswith(MARKER) and md_escape(BREAK) in comment["body"]
+    assert "https://owner.example/trends/" in comment["body"]  # the flagged row's trend page
     [check] = fake.check_runs.values()
     assert (check["head_sha"], check["conclusion"]) == (HEAD_SHA, "failure")
     assert check["details_url"] == "https://ci.example/run/1"
