@@ -113,6 +113,7 @@ def test_a_changed_input_shape_is_found_by_its_cache_key_component(history, tmp_
     assert "float32[24, 8]" in r.steps[0].readings[0].value
 
 
+@pytest.mark.timed
 def test_ten_times_the_work_is_found_by_compiled_time_both_ends_confirmed(
         history, tmp_path, monkeypatch):
     """Timed: both ends measured together first and the regression confirmed, then each

@@ -43,6 +43,7 @@ def test_a_wrong_result_is_traced_to_inductor_lowerings_and_the_relu(tmp_path):
     assert "backend **inductor**, subsystem **lowerings**" in md
 
 
+@pytest.mark.timed
 def test_a_slower_commit_is_traced_to_the_inductor_flag_it_set(tmp_path, monkeypatch):
     """The commit sets two Inductor flags; tried on the commit before it, one at a time, the
     vectorisation width is the one that makes it slower."""
