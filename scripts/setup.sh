@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv with torch pinned for CI (requirements/ci.txt) and compilewatch installed
 # editable. Usage: bash scripts/setup.sh [EXTRAS], e.g. "test". The first run downloads and
-# installs torch (a minute or two); each step says what it does.
+# installs torch (up to 5 minutes on a fresh machine, about one with pip's cache warm); each
+# step says what it does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf 'setup: %s\n' "$*" >&2; }
@@ -14,7 +15,7 @@ fi
 . .venv/bin/activate
 say "upgrading pip"
 python -m pip install -q --upgrade pip
-say "installing torch and the other pinned packages from requirements/ci.txt (the first time: a minute or two)"
+say "installing torch and the other pinned packages from requirements/ci.txt (the first time: up to 5 minutes, most of it downloading torch)"
 python -m pip install -q -r requirements/ci.txt
 say "installing compilewatch, editable${1:+, with extras [$1]}"
 # pyproject.toml maps compilewatch.bot -> bot/, compilewatch.db -> db/, ... (DESIGN: no
