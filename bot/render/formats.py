@@ -7,12 +7,10 @@ filter still cannot inject markdown; the HTML environment uses Jinja2's autoesca
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, urljoin
 
@@ -269,23 +267,6 @@ def render_run_html(results: RunResults) -> str:
 
 def render_json(comparison: Comparison) -> str:
     return comparison.model_dump_json(indent=1) + "\n"
-
-
-def write_step_summary(comparison: Comparison, path: str | os.PathLike[str] | None = None, *,
-                       report_url: str | None = None) -> Path:
-    """Append the comment to GitHub's job summary (``$GITHUB_STEP_SUMMARY``)."""
-    target = path or os.environ.get("GITHUB_STEP_SUMMARY")
-    if not target:
-        raise UsageError("no job summary path: GITHUB_STEP_SUMMARY is not set (not in GitHub "
-                         "Actions?); pass a path")
-    text = render_markdown(comparison, report_url=report_url, max_chars=SUMMARY_LIMIT)
-    p = Path(target)
-    try:
-        with p.open("a", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise UsageError(f"{p}: cannot append the job summary: {e.strerror}") from None
-    return p
 
 
 def render(comparison: Comparison, fmt: Format, report_url: str | None = None,

@@ -25,7 +25,6 @@ from compilewatch.bot.render.formats import (
     render_html,
     render_json,
     render_markdown,
-    write_step_summary,
 )
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import Category, Config
@@ -203,18 +202,6 @@ def test_bad_report_url_is_refused():
 def test_trend_url_callable_quotes_the_model():
     md = render_markdown(SCENARIOS["regression"](), trend_url=lambda m: f"https://d/{m}?x=1")
     assert "[trend](<https://d/resnet18?x=1>)" in md
-
-
-def test_step_summary_appends(tmp_path, monkeypatch):
-    path = tmp_path / "summary.md"
-    path.write_text("# earlier step\n")
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
-    write_step_summary(SCENARIOS["regression"]())
-    text = path.read_text()
-    assert text.startswith("# earlier step\n" + MARKER) and "1 regression" in text
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
-    with pytest.raises(UsageError, match="GITHUB_STEP_SUMMARY"):
-        write_step_summary(SCENARIOS["regression"]())
 
 
 # Without NUL: the results schema refuses it (no database can store it), so it never reaches a

@@ -35,10 +35,12 @@ def test_compare_appends_its_comment_each_time_and_nothing_outside_actions(
         tmp_path: Path) -> None:
     base, head = _sides(tmp_path)
     summary = tmp_path / "summary.md"
+    summary.write_text("# an earlier step\n")  # kept: a step's summary follows the last one
     args = ["compare", str(base), str(head), "--repo", str(tmp_path), "--out",
             str(tmp_path / "c.md"), "--report-url", "https://ci.example/report.html"]
     assert _invoke(args, summary).exit_code == 0
     text = summary.read_text()
+    assert text.startswith("# an earlier step\n<!-- compilewatch:pr-comment -->")
     assert text.count("## compilewatch:") == 1 and "1 regression" in text
     assert "slowed" in text and "https://ci.example/report.html" in text
     assert _invoke(args, summary).exit_code == 0  # a second step's summary follows the first
