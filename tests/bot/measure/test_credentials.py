@@ -86,7 +86,7 @@ SHARED = {"COMPILEWATCH_REMOTE_CACHE": "redis://pr:reader-pw@cache:6379/1",
 
 def test_the_shared_cache_s_writer_goes_unless_the_command_is_its_writer() -> None:
     """The writer's URL and key are let go of (a pr; a run that does not store); the reader's
-    URL stays: the remote phase's workers read with it anyway."""
+    URL stays with the parent, which reads for the remote phase's workers."""
     names = credentials({**HOST, **SHARED})
     assert {"COMPILEWATCH_REMOTE_CACHE_WRITER", "COMPILEWATCH_REMOTE_CACHE_KEY",
             "TORCHINDUCTOR_REDIS_URL", "TORCHINDUCTOR_REDIS_HOST"} <= set(names)
@@ -100,7 +100,7 @@ def test_the_shared_cache_s_writer_goes_unless_the_command_is_its_writer() -> No
 def test_no_worker_environment_holds_the_shared_cache_s_credentials(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither the writer's nor the reader's, nor torch's own Redis settings: a remote phase
-    gets its reader's URL in its spec, and nothing else of the shared cache."""
+    gets a socket to its parent, which reads the shared cache for it."""
     from compilewatch.compiler.processes import Redactor, allowed_env, worker_env
 
     for name, value in SHARED.items():
