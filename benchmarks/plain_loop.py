@@ -5,6 +5,11 @@ Numbers in docs/verdict-quality.md ("Training against a plain loop").
 
     python benchmarks/plain_loop.py --repo R --base main --head manual --model gpt \\
         --task training --device cuda --processes 2 --bot OUT/comparison.json
+    python benchmarks/plain_loop.py --suite micro --suite hf --model all --task training \\
+        --device cuda --processes 1 --condition pinned --bot-run results.json
+
+The second form times a built-in suite's models (every one with the task, for ``all``) from the
+installed package, one side, beside ``compilewatch run --json``'s results for the same models.
 
 Each process builds the model from the side's own checkout (its suite file, from
 ``[tool.compilewatch] suites`` or ``--suite``), compiles it with ``torch.compile``, runs ten
@@ -47,8 +52,28 @@ WARMUP_STEPS = 10
 
 # --- the child: one process, one side ----------------------------------------------------------
 
+def _builtin(suite: str) -> bool:
+    return "/" not in suite and not suite.endswith(".py")
+
+
+def _suite_models(checkout: Path, suite: str) -> dict[str, Any]:
+    """The specs of a built-in suite (``micro``, ``hf``) or of the side's own suite file."""
+    if _builtin(suite):
+        import importlib
+
+        importlib.import_module(f"compilewatch.suites.{suite}")
+        from compilewatch.suites.registry import models_of
+
+        return models_of(f"compilewatch.suites.{suite}")
+    return _suite_file_models(checkout, suite)
+
+
 def _suite_model(checkout: Path, suite: str, name: str) -> Any:
-    """The model's spec from the side's own suite file, its checkout first on sys.path."""
+    return _suite_models(checkout, suite)[name]
+
+
+def _suite_file_models(checkout: Path, suite: str) -> dict[str, Any]:
+    """The models of the side's own suite file, its checkout first on sys.path."""
     import importlib.util
 
     sys.path[:0] = [str(checkout), str(checkout / "src")]
@@ -61,7 +86,7 @@ def _suite_model(checkout: Path, suite: str, name: str) -> Any:
     spec.loader.exec_module(module)
     from compilewatch.suites.registry import models_of
 
-    return models_of(spec.name)[name]
+    return models_of(spec.name)
 
 
 def _to(obj: Any, device: str) -> Any:
@@ -230,9 +255,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
 # --- the parent: worktrees, processes, the table -----------------------------------------------
 
-def _suite_of(checkout: Path, given: str | None) -> str:
-    if given:
-        return given
+def _suite_of(checkout: Path) -> str:
     data = tomllib.loads((checkout / "pyproject.toml").read_text())
     suites = [s for s in data["tool"]["compilewatch"]["suites"] if s.endswith(".py")]
     if not suites:
@@ -246,10 +269,27 @@ def _worktree(repo: Path, ref: str, where: Path) -> Path:
     return where
 
 
-def _run_child(checkout: Path, args: argparse.Namespace, condition: str) -> dict[str, Any]:
+def _work(args: argparse.Namespace, checkout: Path) -> list[tuple[str, str]]:
+    """(suite, model) pairs to time: ``all`` names every model of a built-in suite that has
+    the task."""
+    suites = args.suite or [_suite_of(checkout)]
+    out: list[tuple[str, str]] = []
+    for suite in suites:
+        if "all" in args.model:
+            if not _builtin(suite):
+                raise SystemExit(f"--model all needs a built-in suite, not {suite}")
+            out += [(suite, name) for name, spec in _suite_models(checkout, suite).items()
+                    if args.task in spec.tasks]
+        else:
+            out += [(suite, m) for m in args.model]
+    return out
+
+
+def _run_child(checkout: Path, args: argparse.Namespace, suite: str, model: str,
+               condition: str) -> dict[str, Any]:
     cmd = [sys.executable, "-I", str(Path(__file__).resolve()), "--child",
-           "--checkout", str(checkout), "--suite", _suite_of(checkout, args.suite),
-           "--model", args.model, "--task", args.task, "--device", args.device,
+           "--checkout", str(checkout), "--suite", suite,
+           "--model", model, "--task", args.task, "--device", args.device,
            "--steps", str(args.steps), "--blocks", str(args.blocks), "--condition", condition]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_CACHE")}
     with tempfile.TemporaryDirectory(prefix="plain-loop-cache-") as cache:
@@ -261,14 +301,30 @@ def _run_child(checkout: Path, args: argparse.Namespace, condition: str) -> dict
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _config_task(row: dict[str, Any]) -> str:
+    config = row.get("config")
+    if isinstance(config, dict):
+        return str(config.get("task", "inference"))
+    return "training" if str(config or "").endswith("-training") else "inference"
+
+
 def _bot(path: Path | None, model: str, task: str) -> dict[str, Any] | None:
     """The bot's row for the model and task from a comparison JSON (``pr``'s or ``compare``'s)."""
     if path is None:
         return None
     for row in json.loads(path.read_text()).get("rows", []):
-        training = str(row.get("config", "")).endswith("-training")
-        if row.get("model") == model and training == (task == "training"):
+        if row.get("model") == model and _config_task(row) == task:
             return row
+    return None
+
+
+def _bot_run(path: Path | None, model: str, task: str) -> dict[str, Any] | None:
+    """The model's result for the task from ``compilewatch run``'s results JSON."""
+    if path is None:
+        return None
+    for result in json.loads(path.read_text()).get("results", []):
+        if result.get("model") == model and _config_task(result) == task:
+            return result
     return None
 
 
@@ -281,28 +337,38 @@ def _pct(a: float | None, b: float | None) -> str:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    """Both sides' processes, interleaved base/head, under each condition asked."""
+    """Per model, both sides' processes, interleaved base/head, under each condition asked.
+    Without ``--repo``, one side: the installed package's built-in suites, from here."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="plain-loop-") as tmp:
-        sides = {"base": _worktree(args.repo, args.base, Path(tmp) / "base")}
-        if args.head:
-            sides["head"] = _worktree(args.repo, args.head, Path(tmp) / "head")
+        if args.repo is None:
+            sides = {"base": Path.cwd()}
+        else:
+            sides = {"base": _worktree(args.repo, args.base, Path(tmp) / "base")}
+            if args.head:
+                sides["head"] = _worktree(args.repo, args.head, Path(tmp) / "head")
         try:
-            for condition in args.condition:
-                got: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
-                for i in range(args.processes):
-                    order = list(sides) if i % 2 == 0 else list(sides)[::-1]
-                    for side in order:
-                        got[side].append(_run_child(sides[side], args, condition))
-                out[condition] = got
+            for suite, model in _work(args, sides["base"]):
+                per: dict[str, Any] = {}
+                for condition in args.condition:
+                    got: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
+                    for i in range(args.processes):
+                        order = list(sides) if i % 2 == 0 else list(sides)[::-1]
+                        for side in order:
+                            got[side].append(_run_child(sides[side], args, suite, model,
+                                                        condition))
+                    per[condition] = got
+                out[model] = per
         finally:
-            for where in sides.values():
-                subprocess.run(["git", "-C", str(args.repo), "worktree", "remove", "--force",
-                                str(where)], capture_output=True)
+            if args.repo is not None:
+                for where in sides.values():
+                    subprocess.run(["git", "-C", str(args.repo), "worktree", "remove",
+                                    "--force", str(where)], capture_output=True)
     return out
 
 
 def table(measured: dict[str, Any], bot: dict[str, Any] | None) -> str:
+    """One model's processes under each condition, and the bot's row of the pair beside."""
     lines = ["| condition | side | step ms (per process) | host ms | host fraction | peak MB |",
              "| --- | --- | --- | --- | --- | --- |"]
     for condition, sides in measured.items():
@@ -339,6 +405,33 @@ def table(measured: dict[str, Any], bot: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def beside_run(measured: dict[str, Any], results: Path, task: str) -> str:
+    """Per model, the plain loop's base step and peak (median over its processes, each
+    condition) beside what ``compilewatch run`` measured for the same model and task."""
+    lines = ["| model | condition | plain step ms | compilewatch step ms | compilewatch vs plain "
+             "| plain peak MB | compilewatch peak MB | compilewatch vs plain |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for model, per in measured.items():
+        result = _bot_run(results, model, task) or {}
+        latency = result.get("latency") or {}
+        bot_ms = latency.get("compiled_median_us")
+        bot_ms = None if bot_ms is None else bot_ms / 1e3
+        bot_peak = (result.get("memory") or {}).get("compiled_peak_bytes")
+        for condition, sides in per.items():
+            ok = [p for p in sides.get("base", []) if "error" not in p and "step_ms" in p]
+            step = _median([p["step_ms"] for p in ok])
+            peak = _median([p["peak_bytes"] for p in ok if p["peak_bytes"]])
+            if not ok:
+                errors = "; ".join(" ".join(p.get("error", [])) for p in sides.get("base", []))
+                lines.append(f"| {model} | {condition} | failed: {errors} | | | | | |")
+                continue
+            lines.append(
+                f"| {model} | {condition} | {step:.2f} | "
+                f"{'-' if bot_ms is None else f'{bot_ms:.2f}'} | {_pct(step, bot_ms)} | "
+                f"{_mb(peak)} | {_mb(bot_peak)} | {_pct(peak, bot_peak)} |")
+    return "\n".join(lines)
+
+
 def _ms(us: float | None) -> str:
     return "-" if us is None else f"{us / 1e3:.2f}"
 
@@ -355,9 +448,12 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, help="the model repository (a git checkout)")
     parser.add_argument("--base", default="main")
     parser.add_argument("--head", help="the other side; without it, base alone")
-    parser.add_argument("--suite", help="the suite file, relative to the checkout "
-                        "(default: the first file in [tool.compilewatch] suites)")
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--suite", action="append",
+                        help="repeatable: a built-in suite (micro, hf; one side, from the "
+                        "installed package) or a suite file relative to the checkout (default: "
+                        "the first file in [tool.compilewatch] suites)")
+    parser.add_argument("--model", action="append", required=True,
+                        help="repeatable; all: every model of a built-in suite with the task")
     parser.add_argument("--task", choices=("training", "inference"), default="training")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--processes", type=int, default=2, help="processes a side")
@@ -369,19 +465,29 @@ def main() -> None:
                         "(default: an empty one each)")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--bot", type=Path, help="compilewatch's comparison JSON for the pair")
+    parser.add_argument("--bot-run", type=Path,
+                        help="compilewatch run's results JSON for the same models (one side)")
     parser.add_argument("--json", type=Path, help="also write what was measured here")
     args = parser.parse_args()
     if args.child:
         args.condition = args.condition[0] if args.condition else "plain"
+        args.suite, args.model = args.suite[0], args.model[0]
         print(json.dumps(child(args)))
         return
-    if args.repo is None:
-        parser.error("--repo is required")
+    if args.repo is None and not (args.suite and all(_builtin(s) for s in args.suite)):
+        parser.error("--repo is required unless every --suite is a built-in one")
+    if args.repo is None and args.head:
+        parser.error("--head needs --repo")
     args.condition = args.condition or ["plain"]
     measured = measure(args)
     if args.json:
         args.json.write_text(json.dumps(measured, indent=1))
-    print(table(measured, _bot(args.bot, args.model, args.task)))
+    for model, per in measured.items():
+        print(f"## {model}\n")
+        print(table(per, _bot(args.bot, model, args.task)))
+        print()
+    if args.bot_run:
+        print(beside_run(measured, args.bot_run, args.task))
 
 
 if __name__ == "__main__":

@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import argparse
+
 import pytest
 
 from tests.benchmark_scripts import ROOT, load
 
 gpt_repo = load("gpt_repo")
+plain_loop = load("plain_loop")
 
 
 def test_the_model_repository_has_a_branch_per_change_and_one_of_the_same_code(
@@ -44,7 +47,7 @@ def test_a_plain_loop_times_both_sides_and_prints_the_bot_s_row_beside(tmp_path:
          "--json", str(tmp_path / "plain.json")],
         capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    measured = json.loads((tmp_path / "plain.json").read_text())["plain"]
+    measured = json.loads((tmp_path / "plain.json").read_text())["gpt"]["plain"]
     assert {side: len(procs) for side, procs in measured.items()} == {"base": 1, "head": 1}
     assert all(p["step_ms"] > 0 and p["peak_bytes"] is None  # peak memory: cuda only
                for procs in measured.values() for p in procs)
@@ -56,3 +59,28 @@ def test_a_plain_loop_times_both_sides_and_prints_the_bot_s_row_beside(tmp_path:
     listed = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True,
                             text=True, check=True).stdout.splitlines()
     assert len(listed) == 1
+
+
+def test_all_names_the_built_in_suite_s_models_that_have_the_task() -> None:
+    args = argparse.Namespace(suite=["micro"], model=["all"], task="training")
+    assert plain_loop._work(args, Path.cwd()) == [
+        ("micro", "linear32"), ("micro", "ln_mlp_block"), ("micro", "bf16_block_dynamic")]
+    args = argparse.Namespace(suite=["suite.py"], model=["all"], task="training")
+    with pytest.raises(SystemExit, match="needs a built-in suite"):
+        plain_loop._work(args, Path.cwd())
+
+
+def test_beside_a_run_each_model_s_plain_step_and_peak_sit_by_the_bot_s(tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"results": [
+        {"model": "gpt2", "config": {"task": "inference"},
+         "latency": {"compiled_median_us": 1.0}, "memory": {}},
+        {"model": "gpt2", "config": {"task": "training"},
+         "latency": {"compiled_median_us": 10_500.0},
+         "memory": {"compiled_peak_bytes": 2.1e9}}]}))
+    measured = {"gpt2": {"pinned": {"base": [
+        {"step_ms": 10.0, "peak_bytes": 2.0e9}, {"step_ms": 12.0, "peak_bytes": 2.0e9}]}},
+        "bert": {"pinned": {"base": [{"error": ["CUDA out of memory"]}]}}}
+    lines = plain_loop.beside_run(measured, results, "training").splitlines()
+    assert "| gpt2 | pinned | 11.00 | 10.50 | -4.5% | 2000 | 2100 | +5.0% |" in lines
+    assert "| bert | pinned | failed: CUDA out of memory | | | | | |" in lines
