@@ -46,7 +46,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-CONDITIONS = ("plain", "one-step-blocks", "interleaved", "pinned", "loaded", "gc-off", "syncs")
+CONDITIONS = ("plain", "one-step-blocks", "interleaved", "pinned", "loaded", "gc-off", "syncs",
+              "warm")
 WARMUP_STEPS = 10
 
 
@@ -214,6 +215,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             eager()
     if args.device == "cuda":
         torch.cuda.synchronize()
+    if cond == "warm":
+        return {}
     if cond == "syncs":
         return {"syncs_per_step": _syncs(step) if args.device == "cuda" else None}
     load = []
@@ -336,6 +339,15 @@ def _pct(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or a == 0 else f"{(b / a - 1) * 100:+.1f}%"
 
 
+def _warm(args: argparse.Namespace, checkout: Path, work: list[tuple[str, str]]) -> None:
+    """Compile every model into the shared cache, ``--warm-first`` at a time, so the timed
+    processes start warm (as the bot's timing processes do) and the cold compiles overlap."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(args.warm_first) as pool:
+        list(pool.map(lambda sm: _run_child(checkout, args, sm[0], sm[1], "warm"), work))
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Per model, both sides' processes, interleaved base/head, under each condition asked.
     Without ``--repo``, one side: the installed package's built-in suites, from here."""
@@ -348,7 +360,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             if args.head:
                 sides["head"] = _worktree(args.repo, args.head, Path(tmp) / "head")
         try:
-            for suite, model in _work(args, sides["base"]):
+            work = _work(args, sides["base"])
+            if args.warm_first:
+                for checkout in sides.values():
+                    _warm(args, checkout, work)
+            for suite, model in work:
                 per: dict[str, Any] = {}
                 for condition in args.condition:
                     got: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
@@ -463,6 +479,8 @@ def main() -> None:
                         help="repeatable; default: plain")
     parser.add_argument("--cache-dir", help="one Inductor cache for every process "
                         "(default: an empty one each)")
+    parser.add_argument("--warm-first", type=int, default=0, metavar="N",
+                        help="first compile every model into --cache-dir, N at a time")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--bot", type=Path, help="compilewatch's comparison JSON for the pair")
     parser.add_argument("--bot-run", type=Path,
@@ -478,6 +496,8 @@ def main() -> None:
         parser.error("--repo is required unless every --suite is a built-in one")
     if args.repo is None and args.head:
         parser.error("--head needs --repo")
+    if args.warm_first and not args.cache_dir:
+        parser.error("--warm-first needs --cache-dir")
     args.condition = args.condition or ["plain"]
     measured = measure(args)
     if args.json:
