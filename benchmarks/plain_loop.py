@@ -375,6 +375,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                         condition))
                     per[condition] = got
                 out[model] = per
+                if args.json:  # each model as it is done: a cut run keeps what it measured
+                    args.json.write_text(json.dumps(out, indent=1))
         finally:
             if args.repo is not None:
                 for where in sides.values():
@@ -500,8 +502,6 @@ def main() -> None:
         parser.error("--warm-first needs --cache-dir")
     args.condition = args.condition or ["plain"]
     measured = measure(args)
-    if args.json:
-        args.json.write_text(json.dumps(measured, indent=1))
     for model, per in measured.items():
         print(f"## {model}\n")
         print(table(per, _bot(args.bot, model, args.task)))
