@@ -60,6 +60,9 @@ def environment(**overrides: Any) -> Environment:
     return Environment(**data)
 
 
+GPU = Config(device="cuda")  # a GPU runner's result: a CPU's timings are judged strictly
+
+
 def samples(median: float, n: int, rng: random.Random, spread: float = 0.02) -> list[float]:
     return [max(0.001, median * (1 + rng.gauss(0, spread))) for _ in range(n)]
 
@@ -171,8 +174,8 @@ def model_result(
 
 def cold_result(model: str, samples: list[float], seed: int = 1) -> ModelResult:
     """A result whose cold compiles (one per process, each on an empty cache, run beside other
-    compiles) took ``samples`` seconds: a cold-compile verdict's input."""
-    r = model_result(model, seed=seed)
+    compiles) took ``samples`` seconds: a cold-compile verdict's input (on a GPU runner)."""
+    r = model_result(model, seed=seed, config=GPU)
     return r.model_copy(update={"compile": r.compile.model_copy(update={
         "cold_samples_s": samples, "cold_s": statistics.median(samples),
         "cold_cpu_samples_s": [], "cache_dir_was_empty": True, "cold_concurrent": True})})
@@ -191,6 +194,14 @@ def run_results(results: list[ModelResult] | None = None, *, commit: str | None 
         settings=RunSettings(suites=["micro"], timeout_s=600, rounds=30, block_ms=10),
         results=results if results is not None else [model_result()],
     )
+
+
+def one_loop(base: RunResults, head: RunResults) -> tuple[RunResults, RunResults]:
+    """Both runs stamped as the two sides of one ``pr`` (measured in one loop)."""
+    return tuple(r.model_copy(update={
+        "created_at": base.created_at,
+        "settings": r.settings.model_copy(update={"trigger": "pr", "side": side})})
+        for r, side in ((base, "base"), (head, "head")))  # type: ignore[return-value]
 
 
 NIGHT_COMMITS = [f"{i:02d}" + hashlib.sha1(str(i).encode()).hexdigest()[2:] for i in range(100)]
@@ -350,7 +361,7 @@ def timed_result(model: str, medians: list[float], seed: int = 0) -> ModelResult
     """A GPU-bound result whose timing processes have these compiled medians (µs), eager
     steady: a given between-process spread, for verdicts that turn on it."""
     r = model_result(model, seed=seed, processes=len(medians), spread=0.002, eager_us=765.0,
-                     compiled_us=200.0, launch_bound=False)
+                     compiled_us=200.0, launch_bound=False, config=GPU)
     assert r.latency is not None
     compiled: list[float] = []
     for (_, c), m in zip(r.latency.per_process(), medians, strict=True):

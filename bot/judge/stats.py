@@ -72,21 +72,25 @@ def _narrowing(processes: tuple[int, int]) -> float:
 
 
 def verdict_of(est: Estimate, threshold: MetricThreshold, *, base: float, head: float,
-               noise_factor: float, noisy_half_width: float) -> tuple[Verdict, float]:
+               noise_factor: float, noisy_half_width: float,
+               strict: bool = False) -> tuple[Verdict, float]:
     """The verdict for a higher-is-worse ratio, and the band (the relative change a verdict
     needed) it was judged with.
 
     regression: past the band, and the interval excludes no change; improvement: its mirror;
     unchanged: the whole interval lies inside the threshold (or the absolute change is under
     ``min_abs``); noisy: an interval wider than ``noisy_half_width`` either way (log scale), so
-    that nothing else can be concluded; within noise: anything else.
+    that nothing else can be concluded; within noise: anything else. ``strict`` (a CPU
+    timing, whose noise the default bands do not describe): a change is called only where the
+    whole interval lies past the band.
     """
     band = max(threshold.regression, noise_factor * est.sd * _narrowing(est.processes))
     if abs(head - base) < threshold.min_abs:
         return Verdict.UNCHANGED, band
-    if est.ratio >= 1.0 + band and est.low > 1.0:
+    past = (1.0 + band, 1.0 / (1.0 + band)) if strict else (1.0, 1.0)
+    if est.ratio >= 1.0 + band and est.low > past[0]:
         return Verdict.REGRESSION, band
-    if est.ratio <= 1.0 / (1.0 + band) and est.high < 1.0:
+    if est.ratio <= 1.0 / (1.0 + band) and est.high < past[1]:
         return Verdict.IMPROVEMENT, band
     up = 1.0 + threshold.regression
     if est.low >= 1.0 / up and est.high <= up:
@@ -94,3 +98,22 @@ def verdict_of(est: Estimate, threshold: MetricThreshold, *, base: float, head: 
     if est.half_width > max(noisy_half_width, math.log1p(band)):
         return Verdict.NOISY, band
     return Verdict.WITHIN_NOISE, band
+
+
+# an interval whose ends are further apart than this factor bounds nothing worth printing
+TOO_WIDE = 4.0
+
+
+def too_wide(low: float | None, high: float | None) -> bool:
+    """An interval that says nothing: its low end at or under zero, or its ends more than
+    ``TOO_WIDE`` apart (a CPU run's speedup read [0.00, 428027.87])."""
+    if low is None or high is None:
+        return False
+    return low <= 0 or high / low > TOO_WIDE
+
+
+def too_wide_why(low: float, high: float, processes: int | None = None) -> str:
+    """Why an interval is not shown as a number, for a reader."""
+    spread = "reaches zero" if low <= 0 else f"spans a factor of {high / low:,.0f}"
+    where = f" from {processes} timing process{'es' * (processes != 1)}" if processes else ""
+    return f"not judged: too noisy (the 95% interval{where} {spread})"

@@ -36,7 +36,7 @@ from compilewatch.bot.judge.host import (
 )
 from compilewatch.bot.judge.kernels import diff as kernel_diff
 from compilewatch.bot.judge.shards import insufficient, shard_lines, shard_notes
-from compilewatch.bot.judge.stats import NoiseBands, verdict_of
+from compilewatch.bot.judge.stats import NoiseBands, too_wide, too_wide_why, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold, ThresholdPolicy, Thresholds
 from compilewatch.core import estimates, unchanged
 from compilewatch.core.errors import RegressionFound
@@ -70,20 +70,29 @@ def _ran(r: ModelResult) -> bool:
 
 def _delta(est: Estimate | None, base: float, head: float, t: MetricThreshold | None,
            judge: Judging, *, note: str | None = None, method: str | None = None,
-           calibrated: bool = False, timed_on: tuple[Unit, ...] = ()) -> Delta:
+           calibrated: bool = False, timed_on: tuple[Unit, ...] = (),
+           timed: bool = False) -> Delta:
     """One metric, judged (``t`` given) or only shown. ``timed_on``: the units whose steadiness
     the metric needs (``bot/judge/host.py``); a preflight that found one of them too noisy
-    makes the verdict say so."""
+    makes the verdict say so. ``timed``: a timing (not a count or a peak), which a CPU
+    judges strictly (``Judging.strict``). An interval too wide to bound anything is never a
+    number a reader is asked to trust: the note says so, and a judged one is too noisy."""
     if est is None:
         return Delta(base=base, head=head, note=note, method=method)
     verdict, band = (None, None)
     if t is not None:
         verdict, band = verdict_of(est, t, base=base, head=head,
                                    noise_factor=judge.thresholds.noise_factor,
-                                   noisy_half_width=judge.thresholds.noisy_half_width)
+                                   noisy_half_width=judge.thresholds.noisy_half_width,
+                                   strict=timed and judge.strict)
         if timed_on and judge.host.silences(*timed_on) and verdict in (
                 Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.WITHIN_NOISE):
             verdict = Verdict.NOISY  # the preflight found that unit too noisy: never judged
+    if too_wide(est.low, est.high):
+        why = too_wide_why(est.low, est.high, min(est.processes) or None)
+        note = f"{why}; {note}" if note else why
+        if verdict is not None and verdict is not Verdict.UNCHANGED:
+            verdict = Verdict.NOISY
     return Delta(base=base, head=head, ratio=est.ratio, ci_low=est.low, ci_high=est.high,
                  verdict=verdict, gating=verdict is Verdict.REGRESSION and t is not None
                  and t.gate, threshold=t.regression if t is not None else None, note=note,
@@ -100,9 +109,18 @@ class Judging:
     noise: NoiseBands
     host: HostNoise = field(default_factory=HostNoise)
     same_environment: bool = True
+    # both sides measured in one loop (a ``pr``, a bisection's steps), not two runs apart
+    one_loop: bool = True
 
     def prior(self, metric: str) -> tuple[Prior, bool]:
         return self.noise.prior(self.ident, metric)
+
+    @property
+    def strict(self) -> bool:
+        """A CPU timing: the default noise bands were learned on GPUs and a CPU's speed moves
+        by far more (docs/compare.md, "On a CPU"), so a change is called only where the whole
+        interval lies past the band."""
+        return self.ident[2].startswith("cpu-")
 
 
 HOST_SATURATED = 0.97  # host launch time / GPU time: the GPU waited for the host all along
@@ -212,7 +230,7 @@ def _timings(b: ModelResult, h: ModelResult, judge: Judging
     (eager_b, compiled_b), (eager_h, compiled_h) = shown_per_call(bl), shown_per_call(hl)
     judged = _delta(compiled, compiled_b, compiled_h, threshold, judge,
                     note=note, method=method, calibrated=calibrated,
-                    timed_on=steady_state_units(bl.launch_bound, hl.launch_bound))
+                    timed_on=steady_state_units(bl.launch_bound, hl.launch_bound), timed=True)
     if metric == "compiled_time" and b.config.device == "cpu" and _model_unchanged(b, h) \
             and judge.same_environment:
         normalised = _view(bl.normalised_per_process(), hl.normalised_per_process(),
@@ -262,7 +280,8 @@ def _view(groups_b: list[list[float]], groups_h: list[list[float]], metric: str,
     prior, calibrated = judge.prior(metric)
     est = estimates.ratio(groups_b, groups_h, confidence=judge.thresholds.confidence,
                           prior=prior)
-    return _delta(est, *shown, threshold, judge, calibrated=calibrated, timed_on=timed_on)
+    return _delta(est, *shown, threshold, judge, calibrated=calibrated, timed_on=timed_on,
+                  timed=True)
 
 
 def _witnessed(judged: Delta, witness: Delta, names: tuple[str, str], why: str = "",
@@ -350,6 +369,11 @@ def _pct(ratio: float | None) -> str:
     return "?" if ratio is None else f"{ratio - 1:+.1%}"
 
 
+APART_NOTE = ("shown, not judged: two CPU runs measured apart (a CPU's speed moves between runs "
+              "by more than any band; a `pr` measures both sides in one loop, and "
+              "`compilewatch calibrate` learns this runner's noise)")
+
+
 def _compile_time(base: list[float], head: list[float], t: MetricThreshold, metric: str,
                   judge: Judging, concurrent: bool) -> Delta | None:
     """A compile time from one sample per process. Paired when both sides ran the same number
@@ -370,8 +394,10 @@ def _compile_time(base: list[float], head: list[float], t: MetricThreshold, metr
                           confidence=judge.thresholds.confidence, prior=prior, paired=paired)
     method = ("pairs run side by side" if concurrent else "pairs run in turn") if paired \
         else "processes"
+    if judge.strict and not judge.one_loop and not calibrated:
+        return _delta(est, b_med, h_med, None, judge, method="processes", note=APART_NOTE)
     return _delta(est, b_med, h_med, t, judge, method=method, calibrated=calibrated,
-                  timed_on=("host",))
+                  timed_on=("host",), timed=True)
 
 
 def _point(base: float | None, head: float | None, t: MetricThreshold | None,
@@ -458,12 +484,15 @@ def _samples(first: float | None, samples: list[float]) -> list[float]:
 
 def compare_model(b: ModelResult, h: ModelResult, t: Thresholds,
                   expected: Expected | None = None, noise: NoiseBands | None = None,
-                  host: HostNoise | None = None, same_environment: bool = True) -> ModelRow:
-    """One model present on both sides (``same_environment``: both ran on one torch build)."""
+                  host: HostNoise | None = None, same_environment: bool = True,
+                  one_loop: bool = True) -> ModelRow:
+    """One model present on both sides (``same_environment``: both ran on one torch build;
+    ``one_loop``: both were measured in one loop, not as two runs apart)."""
     if b.compile_skipped or h.compile_skipped:
         return _not_measured(b, h)
     exp = expected or Expected()
-    judge = Judging(t, b.ident, noise or NoiseBands(), host or HostNoise(), same_environment)
+    judge = Judging(t, b.ident, noise or NoiseBands(), host or HostNoise(), same_environment,
+                    one_loop)
     both = _ran(b) and _ran(h)
     compiled, eager, speedup = _timings(b, h, judge) if both else (None, None, None)
     gb = rc = None
@@ -622,6 +651,13 @@ def same_run_note(run_id: str) -> str:
             "(compilewatch runs lists them)")
 
 
+def one_loop(base: RunResults, head: RunResults) -> bool:
+    """Both sides of one ``pr`` (measured interleaved, in one loop), not two runs apart."""
+    return (base.settings.trigger == head.settings.trigger == "pr"
+            and base.settings.side == "base" and head.settings.side == "head"
+            and base.created_at == head.created_at)
+
+
 def compare(base: RunResults, head: RunResults, *,
             thresholds: Thresholds | ThresholdPolicy | None = None,
             baseline: Baseline | None = None, noise: NoiseBands | None = None) -> Comparison:
@@ -632,8 +668,9 @@ def compare(base: RunResults, head: RunResults, *,
     common = sorted(bb.keys() & hh.keys())
     host = host_noise(base, head)
     same_env = base.environment.fingerprint == head.environment.fingerprint
+    loop = one_loop(base, head)
     rows = [compare_model(bb[i], hh[i], policy.for_model(i[1]),
-                          baseline.lookup(i) if baseline else None, noise, host, same_env)
+                          baseline.lookup(i) if baseline else None, noise, host, same_env, loop)
             for i in common if Status.SKIP not in (bb[i].status, hh[i].status)]
     failing = [hh[i] for i in common if outcome(bb[i]) == "pass" and outcome(hh[i]) in FAILED]
     # A model that passed on base and is skipped on head must not leave the gate quietly: the

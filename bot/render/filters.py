@@ -23,7 +23,9 @@ from compilewatch.bot.judge.comparison import (
     ModelRow,
     Verdict,
 )
+from compilewatch.bot.judge.stats import too_wide, too_wide_why
 from compilewatch.bot.render.commands import row_bisect
+from compilewatch.core.schema import Interval
 
 DASH = Markup("—")
 FWD_BWD = "peak memory (forward+backward)"
@@ -47,9 +49,21 @@ def pct(ratio: float | None) -> Markup:
 
 
 def ci(d: Delta | None) -> Markup:
+    """A change's 95% interval; one too wide to bound anything is not printed as numbers."""
     if d is None or d.ci_low is None or d.ci_high is None or d.ci_low == d.ci_high:
         return Markup("")
+    if too_wide(d.ci_low, d.ci_high):
+        return Markup("too noisy to bound")
     return Markup(f"[{d.ci_low - 1:+.1%}, {d.ci_high - 1:+.1%}]")
+
+
+def speedup_ci(sp: Interval | None, processes: int | None = None) -> Markup:
+    """A run's speedup interval: "[low, high]", or why it is not shown as one."""
+    if sp is None:
+        return Markup("")
+    if too_wide(sp.ci_low, sp.ci_high):
+        return Markup.escape(too_wide_why(sp.ci_low, sp.ci_high, processes))
+    return Markup(f"[{sp.ci_low:.2f}, {sp.ci_high:.2f}]")
 
 
 def us(x: float | None) -> Markup:
@@ -318,9 +332,9 @@ def row_count(c: Comparison) -> int:
                len(c.newly_fixed), 1)
 
 
-FILTERS = {"pct": pct, "ci": ci, "us": us, "secs": secs, "mib": mib, "times": times,
-           "rate": rate, "label": label, "icon": icon, "band": band, "dus": dus,
-           "finding": finding}
+FILTERS = {"pct": pct, "ci": ci, "speedup_ci": speedup_ci, "us": us, "secs": secs,
+           "mib": mib, "times": times, "rate": rate, "label": label, "icon": icon,
+           "band": band, "dus": dus, "finding": finding}
 GLOBALS = {"reasons": reasons, "detailed": detailed, "gating": gating,
            "row_bisect": row_bisect,
            "key_changes": key_changes, "kernel_names": kernel_names,

@@ -9,6 +9,7 @@ from rich.console import Group
 from rich.text import Text
 
 from compilewatch.bot.judge.host import run_note
+from compilewatch.bot.judge.stats import TOO_WIDE, too_wide
 from compilewatch.bot.judge.verdicts import shown_per_call
 from compilewatch.bot.render.escape import plain
 from compilewatch.bot.render.fit import Column, fitted_table, left_out
@@ -24,7 +25,9 @@ LEGEND = ("speedup: eager ÷ compiled of the same round (timed back to back, so 
           "cancels), median per timing process, geometric mean over the processes; the 95% "
           "interval is from their spread. eager µs, compiled µs: each process's median per "
           f"call, geometric mean over the processes. {MARK}: their ratio is more than 25% from "
-          "the speedup, because the host's speed moved inside a process; read the speedup.")
+          "the speedup, because the host's speed moved inside a process; read the speedup. "
+          f"too noisy: the interval reaches zero or spans more than a factor of {TOO_WIDE:.0f}, "
+          "so it bounds nothing (more timing processes, or a quieter host, narrow it).")
 # context goes first (warm, config, accuracy, eager), the findings last: graph breaks and
 # recompiles are what a narrow terminal must still show
 COLUMNS = (Column("model", justify="left"), Column("config", drop=4, justify="left"),
@@ -53,7 +56,9 @@ def disagrees(r: ModelResult) -> float | None:
 
 def _row(r: ModelResult, starts: bool, remote: bool) -> list[str | Text]:
     sp = r.speedup
-    speed = "-" if sp is None else f"{sp.value:.2f}x [{sp.ci_low:.2f}, {sp.ci_high:.2f}]"
+    speed = "-" if sp is None else (
+        f"{sp.value:.2f}x too noisy" if too_wide(sp.ci_low, sp.ci_high)
+        else f"{sp.value:.2f}x [{sp.ci_low:.2f}, {sp.ci_high:.2f}]")
     if sp is not None and disagrees(r) is not None:
         speed += f" {MARK}"
     eager, compiled = shown_per_call(r.latency) if r.latency and r.latency.compiled_us \

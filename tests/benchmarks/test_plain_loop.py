@@ -4,12 +4,11 @@ the harness, printed beside the bot's numbers for the same pair."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
-
-import argparse
 
 import pytest
 

@@ -22,7 +22,7 @@ from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
 from compilewatch.core.schema import Category, ModelResult
-from tests.factories import cold_result, model_result, timed_result
+from tests.factories import GPU, cold_result, model_result, timed_result
 
 T = Thresholds()
 # per-process compiled medians (µs) of compiler_side, repeat 6 on the H200
@@ -110,7 +110,7 @@ def _two_stage(spread: float, change: float, n: int = 300) -> tuple[int, int]:
     processes a side, and with three more where ``more_processes`` asks."""
     once = twice = 0
     for i in range(n):
-        kw = {"processes": 6, "process_spread": spread, "spread": 0.01}
+        kw = {"processes": 6, "process_spread": spread, "spread": 0.01, "config": GPU}
         b = model_result(f"m{i}", seed=i, **kw)
         h = model_result(f"m{i}", seed=i + 5000, compiled_us=50.0 * (1 + change), **kw)
         flags = (Verdict.REGRESSION,) if change else (Verdict.REGRESSION, Verdict.IMPROVEMENT)

@@ -16,7 +16,7 @@ from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.host import HostNoise, host_noise, of_check, steady_state_units
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.core.schema import Config, HostCheck, RunResults
-from tests.factories import model_result, run_results
+from tests.factories import model_result, one_loop, run_results
 
 GPU_BOUND = {"processes": 3, "process_spread": 0.007, "spread": 0.01, "launch_bound": False}
 LAUNCH_BOUND = {"processes": 3, "process_spread": 0.02, "spread": 0.02, "launch_bound": True}
@@ -67,8 +67,8 @@ def test_a_preflight_silences_the_timings_of_the_unit_it_found_unsteady(host: st
                                                                          change: str) -> None:
     b_kw, h_kw, metric = CHANGES[change]
     config = _config(HOSTS[host])
-    base = run_results([model_result("m", seed=1, config=config, **b_kw)])
-    head = run_results([model_result("m", seed=2, config=config, **h_kw)])
+    base, head = one_loop(run_results([model_result("m", seed=1, config=config, **b_kw)]),
+                          run_results([model_result("m", seed=2, config=config, **h_kw)]))
     row = compare(base.model_copy(update={"host": HOSTS[host]}),
                   head.model_copy(update={"host": HOSTS[host]})).rows[0]
     got = getattr(row, metric)

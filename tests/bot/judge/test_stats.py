@@ -20,10 +20,13 @@ from compilewatch.bot.judge.thresholds import MetricThreshold
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.core.estimates import Estimate, Prior, geomean, ratio
 from compilewatch.core.schema import Config, HostCheck, ModelResult
-from tests.factories import model_result, run_results
+from tests.factories import GPU, model_result, run_results
 
-GPU_BOUND = {"processes": 3, "process_spread": 0.007, "spread": 0.01}  # H200: 1-2% range
-LAUNCH_BOUND = {"processes": 3, "process_spread": 0.02, "spread": 0.02, "launch_bound": True}
+# the H200's noise (1-2% range), on a GPU config: a CPU's timings are judged strictly
+GPU_BOUND = {"processes": 3, "process_spread": 0.007, "spread": 0.01,
+             "config": Config(device="cuda")}
+LAUNCH_BOUND = {"processes": 3, "process_spread": 0.02, "spread": 0.02, "launch_bound": True,
+                "config": Config(device="cuda")}
 
 
 def _side(level: float, rng: random.Random, k: int, between: float, within: float,
@@ -255,25 +258,26 @@ def test_a_noisy_host_is_said_not_judged():
 
 
 def test_cold_compile_needs_several_samples_and_pairs_find_20_percent():
-    one = compare(run_results([model_result("m", seed=1, cold_s=10)]),
-                  run_results([model_result("m", seed=2, cold_s=20)])).rows[0]
+    one = compare(run_results([model_result("m", seed=1, cold_s=10, config=GPU)]),
+                  run_results([model_result("m", seed=2, cold_s=20, config=GPU)])).rows[0]
     assert one.cold_compile.verdict is None and "not judged" in one.cold_compile.note
     three = compare(run_results([model_result("m", seed=3, cold_s=10, cold_processes=3,
-                                              cold_spread=0.03)]),
+                                              cold_spread=0.03, config=GPU)]),
                     run_results([model_result("m", seed=4, cold_s=12, cold_processes=3,
-                                              cold_spread=0.03)])).rows[0]
+                                              cold_spread=0.03, config=GPU)])).rows[0]
     assert three.cold_compile.verdict is Verdict.REGRESSION and three.cold_compile.gating
     assert three.cold_compile.samples == (3, 3)
     # A/A with 5% independent noise per compile: the band (15%) sits 3.7 standard errors out,
     # so false alarms are rare, not impossible (about 1 in 2,000 comparisons).
-    aa = [compare(run_results([model_result("m", seed=s, cold_processes=3)]),
-                  run_results([model_result("m", seed=s + 1000, cold_processes=3)])).rows[0]
+    aa = [compare(run_results([model_result("m", seed=s, cold_processes=3, config=GPU)]),
+                  run_results([model_result("m", seed=s + 1000, cold_processes=3,
+                                            config=GPU)])).rows[0]
           for s in range(100)]
     assert len([r for r in aa if r.cold_compile.verdict is Verdict.REGRESSION]) <= 1
 
 
 def test_calibrated_noise_replaces_the_default_band():
-    ident = ("micro", "m", "cpu-default-float32-auto")
+    ident = ("micro", "m", "cuda-default-float32-auto")
     loud = NoiseBands({ident: {"compiled_time": Prior(0.05, 20)}}, source="calibrate")
     base, head = (run_results([model_result("m", seed=s, compiled_us=us, **GPU_BOUND)])
                   for s, us in ((1, 50.0), (2, 52.5)))
@@ -289,7 +293,7 @@ def _side_shifted(n: int, change: float, shared: float | None) -> int:
     share (processes 0.5% apart), judged without a shared band or with one calibrated."""
     rng, flagged = random.Random(11), 0
     flags = (Verdict.REGRESSION,) if change else (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-    kw = {"processes": 3, "process_spread": 0.005, "spread": 0.01}
+    kw = {"processes": 3, "process_spread": 0.005, "spread": 0.01, "config": GPU}
     for i in range(n):
         b = model_result(f"m{i}", seed=i, compiled_us=50.0 * math.exp(rng.gauss(0, 0.02)), **kw)
         h = model_result(f"m{i}", seed=i + 5000, **kw,
@@ -348,7 +352,7 @@ def test_spread_is_the_noise_the_interval_pools() -> None:
 # (docs/verdict-quality.md), eager, compiled and any other model in the process alike; compiled
 # over eager of one process still moves by 3% (linear32's calibrated band).
 HOST_BOUND = {"processes": 6, "process_spread": 0.25, "spread": 0.02, "launch_bound": True,
-              "reference_spread": 0.03}
+              "reference_spread": 0.03, "config": GPU}
 CHANGED = {"gm": "gmhash0000000000", "example_inputs[0]": "longer0000000000"}
 
 
@@ -492,7 +496,7 @@ def test_cold_compile_pairs_find_20_percent_where_the_noise_allows_and_never_fla
 
     def side(change: float) -> ModelResult:
         colds = [3.0 * change * math.exp(rng.gauss(0.0, sd)) for _ in range(pairs)]
-        r = model_result("m", seed=1)
+        r = model_result("m", seed=1, config=GPU)
         return r.model_copy(update={"compile": r.compile.model_copy(update={
             "cold_samples_s": colds, "cold_s": statistics.median(colds)})})
 

@@ -9,7 +9,7 @@ from compilewatch.bot.judge.comparison import Comparison, Verdict
 from compilewatch.bot.judge.thresholds import ModelOverride, ThresholdPolicy, Thresholds
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.core.schema import Category, ModelResult
-from tests.factories import BASE_COMPONENTS, model_result, run_results
+from tests.factories import BASE_COMPONENTS, GPU, model_result, run_results
 
 
 def _cmp(base: list, head: list, **kw) -> Comparison:
@@ -18,7 +18,7 @@ def _cmp(base: list, head: list, **kw) -> Comparison:
 
 # Three timing and three cold processes a side, with a GPU runner's noise.
 NOISE = {"processes": 3, "process_spread": 0.007, "spread": 0.01, "cold_processes": 3,
-         "cold_spread": 0.03}
+         "cold_spread": 0.03, "config": GPU}
 
 
 def test_added_removed_failing_and_fixed_are_listed_apart_and_kept_out_of_aggregates():
@@ -137,9 +137,9 @@ def test_baseline_expectations_replace_the_base_count():
 
 
 def test_per_model_override_loosens_one_model_only():
-    base = [model_result("noisy", seed=1), model_result("quiet", seed=1)]
-    head = [model_result("noisy", seed=2, compiled_us=55),
-            model_result("quiet", seed=2, compiled_us=55)]
+    base = [model_result("noisy", seed=1, config=GPU), model_result("quiet", seed=1, config=GPU)]
+    head = [model_result("noisy", seed=2, compiled_us=55, config=GPU),
+            model_result("quiet", seed=2, compiled_us=55, config=GPU)]
     policy = ThresholdPolicy(models={"nois*": ModelOverride(compiled_time=0.2)})
     rows = {r.model: r for r in _cmp(base, head, thresholds=policy).rows}
     assert rows["noisy"].compiled_time.verdict is not Verdict.REGRESSION

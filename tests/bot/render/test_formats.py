@@ -29,7 +29,7 @@ from compilewatch.bot.render.formats import (
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import Category, Config
 from tests.bot.render.test_escape import GITHUB_AUTO, HOSTILE, MD, parse
-from tests.factories import BASE_COMPONENTS, model_result, run_results
+from tests.factories import BASE_COMPONENTS, GPU, model_result, run_results
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("COMPILEWATCH_UPDATE_GOLDEN") == "1"
@@ -54,7 +54,7 @@ def _runs(base: list, head: list) -> Comparison:
 def _steady(name: str, side: int, **kw) -> object:
     """Three timing and three cold processes a side, with a GPU runner's noise."""
     noise = {"processes": 3, "process_spread": 0.007, "spread": 0.01, "cold_processes": 3,
-             "cold_spread": 0.03}
+             "cold_spread": 0.03, "config": GPU}
     return model_result(name, seed=side, **{**noise, **kw})
 
 
