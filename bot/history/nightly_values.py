@@ -28,10 +28,13 @@ def _moved(d: object) -> bool:
 
 def metric_of(row: ModelRow) -> tuple[str, str]:
     """(stored metric, what it is called) that the row was flagged for: compiled time when it
-    moved or when nothing else did (the yardstick of a compiler change)."""
+    moved or when nothing else did (the yardstick of a compiler change). A peak-memory or a
+    warm-start change draws that metric's history, not a flat line of compiled time."""
     if not _moved(row.compiled_time):
         for metric, name, delta in (("cold_s", "cold compile", row.cold_compile),
                                     ("warm_s", "warm compile", row.warm_compile),
+                                    ("warm_start_s", "warm start", row.warm_start),
+                                    ("compiled_peak_bytes", "peak memory", row.memory),
                                     ("graph_breaks", "graph breaks", row.graph_breaks),
                                     ("recompiles", "recompiles", row.recompiles)):
             if _moved(delta):
