@@ -71,7 +71,7 @@ from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.errors import GitError, SuiteError, UsageError
 from compilewatch.core.names import unmatched_models
 from compilewatch.core.results_file import dumps_results, save_results
-from compilewatch.core.schema import Environment, HostCheck, RunResults
+from compilewatch.core.schema import Environment, RunResults
 from compilewatch.db import store_runs
 from compilewatch.suites.imports import SideCode
 from compilewatch.suites.loader import Suite
@@ -235,37 +235,40 @@ def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
         raise UsageError(f"base and head are the same commit ({refs.head[:12]}); pass "
                          "different --base-python and --head-python to compare interpreters")
     pythons: dict[SideName, str] = {"base": req.base_python, "head": req.head_python}
-    envs = {p: environment(p) for p in dict.fromkeys(pythons.values())}
-    same_env = envs[req.base_python].fingerprint == envs[req.head_python].fingerprint \
-        and req.base_python == req.head_python
     started = now()
-    # --gpus, and the default lanes, from what every side's interpreter sees
-    visible = min(env.gpu_count for env in envs.values())
-    host, measuring = preflight(measuring, envs[req.base_python], req.base_python, visible)
     stage = staging(req.out)
     try:
-        comparison, runs = _measure(req, measuring, refs, envs, pythons, same_env, started,
-                                    host, stage, functools.partial(measure, progress=progress),
-                                    shared)
+        # start-up overlaps: each interpreter's environment (a child that imports torch) is
+        # read while the worktrees are made and both sides' suites are listed; the host
+        # preflight then runs alone, on a quiet host (docs/performance.md)
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="environment") as pool:
+            envs = {p: pool.submit(environment, p) for p in dict.fromkeys(pythons.values())}
+            comparison, runs = _measure(req, measuring, refs, envs, pythons, started, stage,
+                                        functools.partial(measure, progress=progress), shared)
         return _finish(comparison, runs, req, stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, Environment],
-             pythons: dict[SideName, str], same_env: bool, started: str,
-             host: HostCheck | None, stage: Path, measure: Measure,
-             shared: SharedCache | None = None
+def _environments(measuring: Measuring, pending: dict[str, Future[Environment]]
+                  ) -> tuple[dict[str, Environment], int]:
+    """Every interpreter's environment and the GPUs all of them see, ``--gpus`` checked
+    against those (a usage error before anything is measured)."""
+    envs = {p: f.result() for p, f in pending.items()}
+    visible = min(env.gpu_count for env in envs.values())
+    measuring.check_gpus(visible)
+    return envs, visible
+
+
+def _measure(req: PrRequest, measuring: Measuring, refs: Refs,
+             pending: dict[str, Future[Environment]], pythons: dict[SideName, str],
+             started: str, stage: Path, measure: Measure, shared: SharedCache | None = None
              ) -> tuple[Comparison, dict[SideName, RunResults]]:
     with owned_temporary(WARM_PREFIX) as dl, \
             worktrees(req.repo, {"base": refs.base, "head": refs.head}) as trees:
         project = load_project_config(trees["base"])
         # whose artifacts may be loaded: the base branch says, never the PR's own files
         keys = trusted_keys(req.repo, refs.base_tip)
-        # one download per environment, however many sides share it
-        warm = {p: resolve_warm_cache(req.warm_cache, envs[p], dest=dl / f"env-{i}",
-                                      trusted_keys=keys)
-                for i, p in enumerate(dict.fromkeys(pythons.values()))}
         # both sides' pyprojects are read before any child starts: a bad one stops at once
         codes = {s: side_code(trees[s], home=req.repo, allow_installed=req.measure.allow_installed)
                  for s in SIDES}
@@ -279,7 +282,17 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs, envs: dict[str, E
                                       code=codes[s],
                                       training_builtin_only=measuring.training_builtin_only)
                        for s in SIDES}
+            envs, visible = _environments(measuring, pending)
             plans = {s: _planned(s, f) for s, f in futures.items()}
+        same_env = envs[pythons["base"]].fingerprint == envs[pythons["head"]].fingerprint \
+            and pythons["base"] == pythons["head"]
+        # the host preflight runs alone, nothing else of the start-up beside it; --gpus and
+        # the default lanes from what every side's interpreter sees
+        host, measuring = preflight(measuring, envs[pythons["base"]], pythons["base"], visible)
+        # one download per environment, however many sides share it
+        warm = {p: resolve_warm_cache(req.warm_cache, envs[p], dest=dl / f"env-{i}",
+                                      trusted_keys=keys)
+                for i, p in enumerate(dict.fromkeys(pythons.values()))}
         check_models_matched(plans.values(), req.models)
         # one plan over both sides' jobs: a model the change adds lands in one shard too
         shard = plan_shard(req.shard, [plans[s].jobs for s in SIDES], db_url=req.db_url,
