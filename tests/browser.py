@@ -41,8 +41,22 @@ PROBE = """<script>
   var pt = document.querySelector("svg circle title");
   out.hover = pt ? pt.textContent : null;
   var click = document.querySelector("svg circle[data-i]");
+  var panel = document.querySelector("svg.panel[data-v]");
+  out.bands = document.querySelectorAll("svg.panel .band").length;
+  out.panels = document.querySelectorAll("svg.panel").length;
+  if (panel) {  // a dashboard panel: the pointer over its first point, then a click there
+    var p = panel.createSVGPoint();
+    p.x = +panel.getAttribute("data-x").split(",")[0]; p.y = 100;
+    var c = p.matrixTransform(panel.getScreenCTM());
+    var at = {bubbles: true, clientX: c.x, clientY: c.y};
+    panel.dispatchEvent(new MouseEvent("mousemove", at));
+    var tip = document.getElementById("tip");
+    out.hover = tip && tip.style.display === "block" ? tip.textContent : null;
+    click = panel;
+  }
   if (click) {
-    click.dispatchEvent(new MouseEvent("click", {bubbles: true, clientX: 50, clientY: 50}));
+    click.dispatchEvent(new MouseEvent("click", panel ? at :
+                                       {bubbles: true, clientX: 50, clientY: 50}));
     var pop = document.getElementById("pop");
     out.popup = pop ? {text: pop.textContent, shown: pop.style.display,
       links: Array.from(pop.querySelectorAll("a")).map(function (a) {

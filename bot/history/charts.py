@@ -1,12 +1,15 @@
 """Trend panels as inline SVG: one panel per metric with data, x the commit order of the branch.
 
-Each point is a run in the order the branch's runs were measured; its hover text (an SVG
-``<title>``) is the value, its interval where there is one, the commit, the PR and the date
-(UTC),
-and its ``data-i`` indexes the page's list of runs, whose links (the run's report, the commit)
-the page's small script shows on click. A step is a dashed red line before its first run at
-the new level, labelled with the commit that introduced it; each segment's mean is a flat
-orange line. Counts are drawn on integer axes.
+Each point is a run in the order the branch's runs were measured. A year of nightlies is 365
+points a panel and seven panels a page, so the points are one path and the panel carries its
+values, intervals and run indexes once, as data attributes; the page's small script
+(``templates/dashboard.js``) shows a point's value, interval, commit, PR and date on hover and
+its run's links (the report, the commit) on click, from the page's list of runs. Every panel
+draws a band: each point's interval where the metric has one (the speedup's), else each
+segment's mean ± two nights of noise (the noise the step detection scales by), so a reader
+sees what moving counts as. A step is a dashed red line before its first run at the new
+level, labelled with the commit that introduced it; each segment's mean is a flat orange line.
+Counts are drawn on integer axes.
 
 ``panel_data`` is the chart as data (pinned by golden files); ``draw_panel`` draws it.
 """
@@ -14,11 +17,13 @@ orange line. Counts are drawn on integer axes.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from compilewatch.bot.history.changepoints import noise_sigma
 from compilewatch.bot.history.series import Series
 from compilewatch.bot.render import svg
 
@@ -26,33 +31,28 @@ WIDTH, HEIGHT = 420, 210
 LEFT, RIGHT, TOP, BOTTOM = 54, 12, 26, 38
 
 
+BAND_SIGMAS = 2.0  # a segment's band: its mean ± this many nights of noise
+
+Band = tuple[tuple[float, float, float], ...]  # (x index, low, high), left to right
+
+
 @dataclass(frozen=True)
 class PanelData:
-    """One panel: its points (x index, value, hover text, run index), its steps and means."""
+    """One panel: its points (x index, value, run index or None), each point's interval where
+    the metric has one, its bands, its steps and means."""
 
     title: str
+    unit: str
     integer: bool
     y_ticks: tuple[float, ...]
     y_range: tuple[float, float]
-    points: tuple[tuple[int, float, str, int | None], ...]
+    points: tuple[tuple[int, float, int | None], ...]
+    intervals: tuple[tuple[float, float] | None, ...]  # empty: the metric has none
+    bands: tuple[Band, ...]  # "interval" bands through the points, or one "noise" a segment
+    band_kind: str  # "interval" or "noise"
     steps: tuple[tuple[int, str], ...]  # (index of the first run at the new level, label)
     means: tuple[tuple[int, int, float], ...]  # (first index, last index, mean)
     x_labels: tuple[tuple[int, str, str], ...]  # (index, short commit, month-day)
-
-
-def hover(s: Series, i: int) -> str:
-    """A point's hover text: value, interval, commit, PR and date."""
-    info = s.info(i)
-    unit = f" {s.unit}" if s.unit and s.unit != "×" else s.unit
-    value = f"{s.values[i]:.0f}" if s.integer else f"{s.values[i]:.4g}"
-    parts = [f"{value}{unit}"]
-    if info.interval is not None:
-        parts.append(f"{svg.fmt(info.interval[0])}–{svg.fmt(info.interval[1])}")
-    parts.append(f"commit {(s.commits[i] or '?')[:8]}")
-    if info.pr is not None:
-        parts.append(f"PR #{info.pr}")
-    parts.append(s.times[i].strftime("%Y-%m-%d %H:%M"))
-    return " · ".join(parts)
 
 
 def _means(s: Series) -> tuple[tuple[int, int, float], ...]:
@@ -67,26 +67,46 @@ def _x_labels(s: Series, n: int = 5) -> tuple[tuple[int, str, str], ...]:
     return tuple((i, (s.commits[i] or "?")[:7], s.times[i].strftime("%m-%d")) for i in idx)
 
 
+def _intervals(s: Series) -> tuple[tuple[float, float] | None, ...]:
+    got = tuple(s.info(i).interval for i in range(len(s.values)))
+    return got if any(iv is not None for iv in got) else ()
+
+
+def _bands(s: Series, intervals: Sequence[tuple[float, float] | None],
+           means: Sequence[tuple[int, int, float]]) -> tuple[tuple[Band, ...], str]:
+    """Interval bands through the runs of points that have one; else a noise band a segment."""
+    if intervals:
+        runs = itertools.groupby(enumerate(intervals), key=lambda p: p[1] is not None)
+        return tuple(tuple((float(i), iv[0], iv[1]) for i, iv in group if iv is not None)
+                     for kept, group in runs if kept), "interval"
+    half = BAND_SIGMAS * noise_sigma(s.values) if len(s.values) > 1 else 0.0
+    return tuple(((a - 0.4, m - half, m + half), (b + 0.4, m - half, m + half))
+                 for a, b, m in means), "noise"
+
+
 def panel_data(s: Series, run_index: dict[str, int] | None = None) -> PanelData:
     """The panel of one series (``run_index``: run id -> its index in the page's run list)."""
-    lo, hi = _y_range(s)
+    intervals, means = _intervals(s), _means(s)
+    bands, kind = _bands(s, intervals, means)
+    lo, hi = _y_range(s, bands)
     ticks = svg.nice_ticks(lo, hi, 4, integer=s.integer)
     lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
     runs = run_index or {}
-    points = tuple((i, v, hover(s, i), runs.get(s.info(i).run_id or ""))
-                   for i, v in enumerate(s.values))
+    points = tuple((i, v, runs.get(s.info(i).run_id or "")) for i, v in enumerate(s.values))
     steps = tuple((st.night, f"step {(st.commit or '?')[:8]} {_pct(st.rel_change)}")
                   for st in s.steps)
     title = s.label + (f" ({s.unit})" if s.unit else "")
-    return PanelData(title=title, integer=s.integer, y_ticks=tuple(ticks), y_range=(lo, hi),
-                     points=points, steps=steps, means=_means(s), x_labels=_x_labels(s))
+    return PanelData(title=title, unit=s.unit, integer=s.integer, y_ticks=tuple(ticks),
+                     y_range=(lo, hi), points=points, intervals=intervals, bands=bands,
+                     band_kind=kind, steps=steps, means=means, x_labels=_x_labels(s))
 
 
-def _y_range(s: Series) -> tuple[float, float]:
+def _y_range(s: Series, bands: Sequence[Band] = ()) -> tuple[float, float]:
     """Counts from zero to at least one (a constant 0 is not drawn on -1..1), with a margin
-    that holds no tick; other metrics around their values."""
+    that holds no tick; other metrics around their values and their bands."""
     if not s.integer:
-        return svg.padded(s.values)
+        edges = [v for band in bands for _, low, high in band for v in (low, high)]
+        return svg.padded([*s.values, *edges])
     lo, hi = min(0.0, *s.values), max(1.0, *s.values)
     margin = (hi - lo) * 0.08
     return lo - margin, hi + margin
@@ -96,8 +116,12 @@ def _pct(v: float | None) -> str:
     return "" if v is None else f"{v:+.1%}"
 
 
+def _d(v: float) -> str:
+    return f"{v:.1f}"
+
+
 def draw_panel(p: PanelData) -> Markup:
-    """The panel as an ``<svg>`` element."""
+    """The panel as an ``<svg>`` element: its points one path, its data as attributes."""
     n = max(len(p.points), 1)
     x = svg.Scale(-0.5, n - 0.5, LEFT, WIDTH - RIGHT)
     y = svg.Scale(p.y_range[0], p.y_range[1], HEIGHT - BOTTOM, TOP)
@@ -113,10 +137,14 @@ def draw_panel(p: PanelData) -> Markup:
     body.append(svg.text((LEFT + WIDTH - RIGHT) / 2, HEIGHT - 4,
                          "commits in order, oldest left", anchor="middle", color="#57606a",
                          size=9))
+    for band in p.bands:
+        edge = [f"{_d(x(i))} {_d(y(high))}" for i, _, high in band]
+        edge += [f"{_d(x(i))} {_d(y(low))}" for i, low, _ in reversed(band)]
+        body.append(f'<path class="band {p.band_kind}" d="M{"L".join(edge)}Z"/>')
     for a, b, mean in p.means:
         body.append(svg.line(x(a - 0.4), y(mean), x(b + 0.4), y(mean), svg.COLORS["mean"],
                              width=2))
-    coords = " ".join(f"{x(i)},{y(v)}" for i, v, _, _ in p.points)
+    coords = " ".join(f"{_d(x(i))},{_d(y(v))}" for i, v, _ in p.points)
     body.append(f'<polyline points="{coords}" fill="none" stroke="{svg.COLORS["line"]}" '
                 'stroke-width="1"/>')
     for night, label in p.steps:
@@ -125,14 +153,28 @@ def draw_panel(p: PanelData) -> Markup:
                           dash="4 3"),
                  f'<text class="step" x="{sx + 3}" y="{TOP + 9}" fill="{svg.COLORS["step"]}" '
                  f'font-size="9">{svg.esc(label)}<title>{svg.esc(label)}</title></text>']
-    body += [_point(x(i), y(v), tip, run) for i, v, tip, run in p.points]
+    dots = "".join(f"M{_d(x(i))} {_d(y(v))}h0" for i, v, _ in p.points)
+    body.append(f'<path class="dots" d="{dots}"/>')
     dense = " dense" if len(p.points) > 120 else ""  # smaller dots (dashboard.css)
-    return svg.svg(WIDTH, HEIGHT, body, p.title, cls="panel" + dense)
+    chart = svg.svg(WIDTH, HEIGHT, body, p.title, cls="panel" + dense)
+    return Markup(str(chart).replace(' role="img"', f' {_data(p, x)} role="img"', 1))
 
 
-def _point(cx: float, cy: float, tip: str, run: int | None) -> str:
-    data = f' data-i="{run}"' if run is not None else ""
-    return f'<circle cx="{cx}" cy="{cy}" r="2.5"{data}><title>{svg.esc(tip)}</title></circle>'
+def _data(p: PanelData, x: svg.Scale) -> str:
+    """The attributes the page's script reads: where point i is (x0 + i * dx), each value,
+    its run's index in the page's list (-1: none), its interval where it has one, the unit."""
+    def attr(name: str, value: object) -> str:  # numbers and null only: nothing to escape
+        return f'data-{name}="{json.dumps(value, separators=(",", ":"))}"'
+
+    values = [float(f"{v:.4g}") for _, v, _ in p.points]
+    runs = [-1 if r is None else r for _, _, r in p.points]
+    out = [f'data-x="{x(0):.3f},{x(1) - x(0):.4f}"', attr("v", values), attr("r", runs),
+           f'data-u="{svg.esc(p.unit)}"', f'data-int="{int(p.integer)}"']
+    if p.intervals:
+        out.append(attr("iv", [None if iv is None else [float(f"{iv[0]:.4g}"),
+                                                         float(f"{iv[1]:.4g}")]
+                               for iv in p.intervals]))
+    return " ".join(out)
 
 
 def panels(series: Sequence[Series], run_index: dict[str, int] | None = None) -> list[Markup]:

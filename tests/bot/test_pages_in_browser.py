@@ -101,6 +101,7 @@ def test_the_dashboard_index_draws_the_suite_and_fits(site: Path, tmp_path: Path
     _fits(seen)
     assert len(seen.charts("panel")) == 7  # every metric with data
     assert "commit " in seen.dom["hover"] and "2026-10-01" in seen.dom["hover"]
+    assert seen.dom["bands"] >= seen.dom["panels"] == 7  # an interval band on every panel
 
 
 def test_a_model_page_points_hover_and_link(site: Path, tmp_path: Path) -> None:
@@ -110,6 +111,7 @@ def test_a_model_page_points_hover_and_link(site: Path, tmp_path: Path) -> None:
     titles = [s["label"] for s in seen.charts("panel")]
     assert "cold compile time (s)" in titles and "graph breaks" in titles
     assert re.match(r"\d\.\d+× · \d\.\d+–\d\.\d+ · ", seen.dom["hover"])  # value, interval
+    assert seen.dom["bands"] >= seen.dom["panels"] > 0  # an interval band on every panel
     assert "commit 00589fc6" in seen.dom["hover"]
     popup = seen.dom["popup"]
     assert popup["shown"] == "block"

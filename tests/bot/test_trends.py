@@ -186,9 +186,10 @@ def test_trends_help_names_the_triggers() -> None:
 def test_pr_comment_links_the_model_page(tmp_path: Path) -> None:
     from tests.bot.render.test_formats import SCENARIOS
 
-    md = render_markdown(SCENARIOS["regression"](),
+    md = render_markdown(SCENARIOS["regression"](),  # a GPU runner's comparison
                          trend_url=trend_url_template("https://o.github.io/r/"))
-    assert f"[trend](<https://o.github.io/r/models/micro/resnet18/{SLUG}.html>)" in md
+    slug = SLUG.replace("cpu-", "cuda-")
+    assert f"[trend](<https://o.github.io/r/models/micro/resnet18/{slug}.html>)" in md
 
 
 def test_compare_links_trends_with_trends_url(tmp_path: Path) -> None:

@@ -37,18 +37,31 @@ def test_counts_are_on_an_integer_axis_from_zero() -> None:
     assert p.integer and p.y_ticks == (0.0, 1.0) and p.y_range[0] < 0 < 1 < p.y_range[1]
 
 
-def test_the_step_is_marked_with_its_commit_and_points_hover_with_everything() -> None:
+def test_the_step_is_marked_with_its_commit_and_each_point_carries_its_data() -> None:
     p = panel_data(_series("cold_s", COLD), {"run-7": 7})
     assert p.steps == ((7, "step 07cccccc +50.2%"),)
-    i, value, tip, run = p.points[7]
-    assert (i, run) == (7, 7) and value == 15.2
-    assert tip == "15.2 s · commit 07cccccc · 2026-10-08 03:17"
-    assert _series("speedup", [2.0, 2.5]).values and \
-        panel_data(_series("speedup", [2.0, 2.5])).points[0][2] == \
-        "2× · 1.96–2.04 · commit 00cccccc · PR #100 · 2026-10-01 03:17"
+    assert p.points[7] == (7, 15.2, 7) and p.points[6][2] is None  # run 6: not on the page
     svg = draw_panel(p)
-    assert svg.count("<circle") == len(COLD) and 'data-i="7"' in svg
-    assert "<title>15.2 s · commit 07cccccc" in svg
+    assert 'data-v="[10.0,10.2,9.9,' in svg and 'data-r="[-1,-1,-1,-1,-1,-1,-1,7,' in svg
+    assert 'data-u="s"' in svg and "data-iv" not in svg  # a compile time has no interval
+    assert svg.count("h0") == len(COLD)  # the points: one path, a dot each
+    speed = draw_panel(panel_data(_series("speedup", [2.0, 2.5])))
+    assert 'data-iv="[[1.96,2.04],[2.45,2.55]]"' in speed
+
+
+def test_every_panel_draws_a_band() -> None:
+    """The speedup's per-run intervals, else each segment's mean ± two nights of noise; a
+    step's two segments get a band each."""
+    speed = panel_data(_series("speedup", [2.0, 2.01, 1.99, 2.02]))
+    assert speed.band_kind == "interval" and len(speed.bands) == 1
+    assert speed.bands[0][0] == (0.0, 1.96, 2.04) and len(speed.bands[0]) == 4
+    cold = panel_data(_series("cold_s", COLD))
+    assert cold.band_kind == "noise" and len(cold.bands) == 2  # before and after the step
+    (a0, lo0, hi0), (a1, _, _) = cold.bands[0]
+    assert (a0, a1) == (-0.4, 6.4) and lo0 < 10.0 < hi0 and hi0 - lo0 < 2.0
+    assert cold.y_range[0] <= lo0 and cold.y_range[1] >= cold.bands[1][0][2]
+    for p in (speed, cold, panel_data(_series("graph_breaks", BREAKS))):
+        assert draw_panel(p).count('class="band') == len(p.bands) >= 1
 
 
 def test_a_metric_without_data_has_no_panel() -> None:
