@@ -12,8 +12,11 @@ from pathlib import Path, PurePosixPath
 from compilewatch.core.errors import ResultsFileError
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write via a temp file + rename so a crash never leaves a half-written file."""
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, *,
+                 durable: bool = True) -> None:
+    """Write via a temp file + rename so a crash never leaves a half-written file.
+    ``durable=False`` skips the fsync, for files rewritten whole on every run (a dashboard's
+    hundreds of pages: the rename still keeps a reader from a half-written page)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
@@ -22,7 +25,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

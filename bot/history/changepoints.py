@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.ndimage import median_filter
-from scipy.stats import mannwhitneyu
 
 MAD_TO_SIGMA = 1.4826  # MAD of a Gaussian times this is its standard deviation
 
@@ -85,6 +84,10 @@ def despike(x: np.ndarray, sigma: float, width: int = 5, limit: float = 5.0) -> 
 def _p_value(a: np.ndarray, b: np.ndarray) -> float:
     if np.ptp(np.concatenate([a, b])) == 0:
         return 1.0
+    # imported where a split is tested: scipy.stats takes a second to import, and a year of
+    # flat series never gets here
+    from scipy.stats import mannwhitneyu
+
     return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 

@@ -68,7 +68,7 @@ def _x_labels(s: Series, n: int = 5) -> tuple[tuple[int, str, str], ...]:
 
 
 def _intervals(s: Series) -> tuple[tuple[float, float] | None, ...]:
-    got = tuple(s.info(i).interval for i in range(len(s.values)))
+    got = tuple(p.interval for p in s.infos)
     return got if any(iv is not None for iv in got) else ()
 
 
@@ -92,7 +92,8 @@ def panel_data(s: Series, run_index: dict[str, int] | None = None) -> PanelData:
     ticks = svg.nice_ticks(lo, hi, 4, integer=s.integer)
     lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
     runs = run_index or {}
-    points = tuple((i, v, runs.get(s.info(i).run_id or "")) for i, v in enumerate(s.values))
+    points = tuple((i, v, runs.get(p.run_id or ""))
+                   for i, (v, p) in enumerate(zip(s.values, s.infos, strict=True)))
     steps = tuple((st.night, f"step {(st.commit or '?')[:8]} {_pct(st.rel_change)}")
                   for st in s.steps)
     title = s.label + (f" ({s.unit})" if s.unit else "")
@@ -144,7 +145,12 @@ def draw_panel(p: PanelData) -> Markup:
     for a, b, mean in p.means:
         body.append(svg.line(x(a - 0.4), y(mean), x(b + 0.4), y(mean), svg.COLORS["mean"],
                              width=2))
-    coords = " ".join(f"{_d(x(i))},{_d(y(v))}" for i, v, _ in p.points)
+    # each point's pixels once: a year is 365 points a panel, seven panels a page
+    x0, dx = x(0), x(1) - x(0)
+    ya, yb = y(p.y_range[0]), y(p.y_range[1])
+    ky = (yb - ya) / ((p.y_range[1] - p.y_range[0]) or 1.0)
+    at = [(f"{x0 + i * dx:.1f}", f"{ya + (v - p.y_range[0]) * ky:.1f}") for i, v, _ in p.points]
+    coords = " ".join(f"{px},{py}" for px, py in at)
     body.append(f'<polyline points="{coords}" fill="none" stroke="{svg.COLORS["line"]}" '
                 'stroke-width="1"/>')
     for night, label in p.steps:
@@ -153,7 +159,7 @@ def draw_panel(p: PanelData) -> Markup:
                           dash="4 3"),
                  f'<text class="step" x="{sx + 3}" y="{TOP + 9}" fill="{svg.COLORS["step"]}" '
                  f'font-size="9">{svg.esc(label)}<title>{svg.esc(label)}</title></text>']
-    dots = "".join(f"M{_d(x(i))} {_d(y(v))}h0" for i, v, _ in p.points)
+    dots = "".join(f"M{px} {py}h0" for px, py in at)
     body.append(f'<path class="dots" d="{dots}"/>')
     dense = " dense" if len(p.points) > 120 else ""  # smaller dots (dashboard.css)
     chart = svg.svg(WIDTH, HEIGHT, body, p.title, cls="panel" + dense)

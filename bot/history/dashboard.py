@@ -1,4 +1,5 @@
-"""Write the static trend dashboard: an index, a page per model, a regressions page, trends.json.
+"""Write the static trend dashboard: an index, a page per model (and its data beside it), a
+regressions page, and trends.json (the suites' series and where each model's data is).
 
 The site is self-contained (CSS, charts as inline SVG and a small script inlined, nothing
 fetched) so it can be opened from disk or served by GitHub Pages. Paths follow
@@ -56,11 +57,9 @@ def run_list(series: tuple[Series, ...], links: Links) -> tuple[list[dict[str, A
     """Every run drawn in ``series`` once, in order, with its links; and run id -> index."""
     runs: dict[str, dict[str, Any]] = {}
     for s in series:
-        for i, t in enumerate(s.times):
-            info = s.info(i)
+        for t, commit, info in zip(s.times, s.commits, s.infos, strict=True):
             if info.run_id is None or info.run_id in runs:
                 continue
-            commit = s.commits[i]
             runs[info.run_id] = {
                 "commit": commit, "date": t.strftime("%Y-%m-%d %H:%M"),
                 "pr": info.pr,
@@ -92,7 +91,10 @@ def _model_page(out: Path, m: ModelTrend, generated: str, links: Links) -> int:
     html = _env().get_template("model.html.j2").render(
         m=m, panels=panels, runs=runs, index=_rel("index.html", page),
         regressions=_rel("regressions.html", page), generated=generated)
-    write_atomic(out / page, html)
+    # pages are rewritten whole every run: no fsync each (a year's 100 pages spent a second)
+    write_atomic(out / page, html, durable=False)
+    write_atomic(out / sitemap.model_data(m.suite, m.model, m.config),
+                 json.dumps(model_data(m), separators=(",", ":")), durable=False)
     return len(html.encode())
 
 
@@ -124,8 +126,7 @@ def write_site(trends: Trends, out: Path, links: Links | None = None) -> SiteRep
     out.mkdir(parents=True, exist_ok=True)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     sizes = [_model_page(out, m, generated, links) for s in trends.suites for m in s.models]
-    write_atomic(out / "trends.json", json.dumps(to_data(trends), separators=(",", ":"),
-                                                default=str))
+    write_atomic(out / "trends.json", json.dumps(to_data(trends), separators=(",", ":")))
     for name, html in (("regressions.html", render_regressions(trends, generated, links)),
                        ("index.html", render_index(trends, generated, links))):
         write_atomic(out / name, html)
@@ -133,23 +134,52 @@ def write_site(trends: Trends, out: Path, links: Links | None = None) -> SiteRep
     return SiteReport(out / "index.html", len(sizes), max(sizes))
 
 
-def _series_data(s: Series) -> dict[str, Any]:
-    """One series, column by column (a year of a model is 365 values, not 365 objects)."""
-    return {"metric": s.metric, "label": s.label, "unit": s.unit,
-            "times": [t.isoformat() for t in s.times], "commits": list(s.commits),
-            "values": list(s.values), "runs": [p.run_id for p in s.points],
-            "prs": [p.pr for p in s.points],
-            "intervals": [list(p.interval) if p.interval else None for p in s.points],
-            "steps": [{**asdict(st), "time": st.time.isoformat()} for st in s.steps]}
+def _columns(series: tuple[Series, ...]) -> tuple[dict[str, list[Any]], dict[str, int]]:
+    """The runs every series of a page draws, once, column by column: a year of a model is
+    365 runs, not 365 per metric."""
+    runs: dict[str, tuple[datetime, str | None, int | None]] = {}
+    for s in series:
+        for i, (t, commit, info) in enumerate(zip(s.times, s.commits, s.infos, strict=True)):
+            runs.setdefault(info.run_id or f"#{s.metric}-{i}", (t, commit, info.pr))
+    order = sorted(runs, key=lambda r: runs[r][0])
+    cols = {"runs": [None if r.startswith("#") else r for r in order],
+            "times": [runs[r][0].isoformat() for r in order],
+            "commits": [runs[r][1] for r in order], "prs": [runs[r][2] for r in order]}
+    return cols, {r: i for i, r in enumerate(order)}
+
+
+def _series_data(s: Series, index: dict[str, int]) -> dict[str, Any]:
+    """One series: for each value the index of its run in the page's columns."""
+    at = [index[p.run_id or f"#{s.metric}-{i}"] for i, p in enumerate(s.infos)]
+    out: dict[str, Any] = {"metric": s.metric, "label": s.label, "unit": s.unit,
+                           "at": at, "values": list(s.values),
+                           "steps": [{**asdict(st), "time": st.time.isoformat()}
+                                     for st in s.steps]}
+    if any(p.interval for p in s.infos):
+        out["intervals"] = [list(p.interval) if p.interval else None for p in s.infos]
+    return out
+
+
+def _page_data(series: tuple[Series, ...]) -> dict[str, Any]:
+    cols, index = _columns(series)
+    return {**cols, "series": [_series_data(x, index) for x in series]}
+
+
+def model_data(m: ModelTrend) -> dict[str, Any]:
+    """One model's page as data: its runs' columns and each series' values and steps."""
+    return {"suite": m.suite, "model": m.model, "config": m.config, **_page_data(m.series)}
 
 
 def to_data(trends: Trends) -> dict[str, Any]:
-    """The dashboard as data: every series with its points and steps (times as ISO strings)."""
+    """The dashboard as data: each suite's series with their steps, and for each model where
+    its page and its data are (``models/.../<config>.json``, written beside its page)."""
     return {"ref": trends.ref, "trigger": trends.trigger,
             "repositories": list(trends.repositories),
             "suites": [{"suite": s.suite, "runs": s.runs, "dates": s.dates,
-                        "series": [_series_data(x) for x in s.series],
+                        **_page_data(s.series),
                         "models": [{"suite": m.suite, "model": m.model, "config": m.config,
-                                    "series": [_series_data(x) for x in m.series]}
+                                    "page": sitemap.model_page(m.suite, m.model, m.config),
+                                    "data": sitemap.model_data(m.suite, m.model, m.config),
+                                    "steps": len(m.steps)}
                                    for m in s.models]}
                        for s in trends.suites]}

@@ -14,7 +14,7 @@ from datetime import datetime
 from compilewatch.bot.history.changepoints import Step, detect_steps
 from compilewatch.core.estimates import geomean
 from compilewatch.core.schema import Status
-from compilewatch.db import Database, ResultPoint, result_keys, results_history
+from compilewatch.db import Database, ResultPoint, results_history
 
 # metric key -> (label, unit); the order is the order of the panels
 METRICS: dict[str, tuple[str, str]] = {
@@ -83,6 +83,13 @@ class Series:
 
     def info(self, i: int) -> PointInfo:
         return self.points[i] if i < len(self.points) else PointInfo()
+
+    @property
+    def infos(self) -> tuple[PointInfo, ...]:
+        """One ``PointInfo`` per value (an empty one where none is known)."""
+        if len(self.points) == len(self.values):
+            return self.points
+        return tuple(self.info(i) for i in range(len(self.values)))
 
     @property
     def latest(self) -> float | None:
@@ -154,16 +161,22 @@ def _place(step: Step, times: Sequence[datetime], commits: Sequence[str | None])
                      before=step.before, after=step.after, rel_change=step.rel_change)
 
 
+_RAN = (Status.PASS.value, Status.FAIL.value)  # measured: the metrics are the model's
+
+
 def _value(r: ResultPoint, metric: str) -> float | None:
     if metric == "pass_rate":
         return 1.0 if r.status == Status.PASS.value else 0.0
-    return r.metrics[metric] if r.status in (Status.PASS.value, Status.FAIL.value) else None
+    return r.metrics[metric] if r.status in _RAN else None
 
 
 def _model_trend(key: tuple[str, str, str], rows: list[ResultPoint]) -> ModelTrend:
     series = []
+    ran = [r for r in rows if r.status in _RAN]
     for metric in METRICS:
-        kept = [(r, v) for r in rows if (v := _value(r, metric)) is not None]
+        kept = [(r, 1.0 if r.status == Status.PASS.value else 0.0) for r in rows] \
+            if metric == "pass_rate" else \
+            [(r, v) for r in ran if (v := r.metrics[metric]) is not None]
         info = [PointInfo(r.run_id, r.pr, r.speedup_ci if metric == "speedup" else None)
                 for r, _ in kept]
         series.append(make_series(metric, [(r.time, r.commit, v) for r, v in kept], info=info))
@@ -205,15 +218,12 @@ def load_trends(db: Database, *, suite: str | None = None, ref: str | None = "ma
                 trigger: str | None = "nightly", since: datetime | None = None,
                 repository: str | None = None) -> Trends:
     """Every suite's and model's nightly series (by default: nightlies of main, of every
-    repository the database holds), read one model (one page) at a time."""
+    repository the database holds), read in one query (docs/trends.md has its time)."""
     where = {"ref": ref, "trigger": trigger, "since": since, "repository": repository}
+    rows = results_history(db, suite=suite, metrics=QUERIED, **where)  # oldest run first
     per_suite: dict[str, list[ResultPoint]] = defaultdict(list)
-    for s, model, config in result_keys(db, suite=suite, **where):
-        per_suite[s] += results_history(db, suite=s, model=model, config_slug=config,
-                                        metrics=QUERIED, **where)
-    for rows in per_suite.values():  # in run order, as one query over the suite returns them
-        rows.sort(key=lambda r: r.time)
-    rows = [r for rs in per_suite.values() for r in rs]
+    for r in rows:
+        per_suite[r.suite].append(r)
     return Trends(ref=ref, trigger=trigger,
                   suites=tuple(_suite_trend(s, rs) for s, rs in sorted(per_suite.items())),
                   repositories=tuple(sorted({r.repository or "" for r in rows})),

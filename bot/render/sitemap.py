@@ -3,7 +3,9 @@
     index.html                                  every suite: its charts, a table of every model
     regressions.html                            every step found, newest first, with filters
     models/<suite>/<model>/<config>.html        one model in one config, its charts inline
-    trends.json                                 the series and their steps, as data
+    models/<suite>/<model>/<config>.json        that model's series and steps, as data
+    trends.json                                 the suites' series and steps, and where each
+                                                model's data is
 
 Names come from results files (untrusted): each path part is kept as is when it is a plain name
 (letters, digits, ``._-``, not starting with a dot) and otherwise made one, with a short hash of
@@ -35,6 +37,11 @@ def model_page(suite: str, model: str, config: str) -> str:
     """Path of a model's page, relative to the site root."""
     return MODEL_PAGE.format(suite=path_part(suite), model=path_part(model),
                              config=path_part(config))
+
+
+def model_data(suite: str, model: str, config: str) -> str:
+    """Path of a model's data (its page's series as JSON), beside its page."""
+    return model_page(suite, model, config)[:-len(".html")] + ".json"
 
 
 def trend_url_template(base_url: str) -> str:

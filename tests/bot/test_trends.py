@@ -83,12 +83,22 @@ def test_trends_command_writes_charts_pages_and_data(db_url: str, tmp_path: Path
     assert f"step {NIGHT_COMMITS[STEP_NIGHT][:8]} +" in mlp_page  # drawn on the cold panel
     regressions = (out / "regressions.html").read_text()
     assert regressions.index("cold compile time") < regressions.index("</table>")
+    # the data: trends.json says where each model's is, beside its page, one page each
     data = json.loads((out / "trends.json").read_text())
-    mlp = next(m for m in data["suites"][0]["models"] if m["model"] == "mlp")
+    entry = next(m for m in data["suites"][0]["models"] if m["model"] == "mlp")
+    assert entry["page"] == model_page("micro", "mlp", SLUG) and entry["steps"] == 1
+    assert data["suites"][0]["series"][0]["metric"] == "speedup"
+    mlp = json.loads((out / entry["data"]).read_text())
+    assert entry["data"].endswith(".json") and mlp["model"] == "mlp"
     cold = next(s for s in mlp["series"] if s["metric"] == "cold_s")
     assert [(st["night"], st["commit"]) for st in cold["steps"]] == [
         (STEP_NIGHT, NIGHT_COMMITS[STEP_NIGHT])]
     assert cold["steps"][0]["time"].startswith(day)
+    # each value's run, by index into the page's columns
+    night = cold["at"][STEP_NIGHT]
+    assert mlp["commits"][night] == NIGHT_COMMITS[STEP_NIGHT] and mlp["times"][night][:10] == day
+    speed = next(s for s in mlp["series"] if s["metric"] == "speedup")
+    assert len(speed["intervals"]) == len(speed["values"]) and "intervals" not in cold
 
 
 def test_hostile_model_names_are_escaped_and_kept_inside_the_site(db_url: str,
