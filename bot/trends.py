@@ -155,7 +155,7 @@ def trends_command(req: TrendsRequest) -> TrendsReport:
     warning = f"compilewatch: {why}" if why else None
     if site.largest_page > PAGE_BUDGET:
         warning = (f"compilewatch: the largest page is {site.largest_page / 1024:.0f} KiB, over "
-                   f"the {PAGE_BUDGET // 1024} KiB budget (docs/trends.md); --since shortens "
+                   f"the {PAGE_BUDGET / 1000:.0f} KB budget (docs/trends.md); --since shortens "
                    "the history drawn")
     if filters.repository is None and len(trends.repositories) > 1:
         names = ", ".join(r or "(none recorded)" for r in trends.repositories)

@@ -27,7 +27,7 @@ from compilewatch.bot.render import sitemap
 from compilewatch.bot.render.sitemap import Links
 from compilewatch.core.files import write_atomic
 
-PAGE_BUDGET = 400 * 1024  # bytes per page: a year of nightlies of one model fits (docs/trends.md)
+PAGE_BUDGET = 200 * 1000  # bytes per page: a year of nightlies of one model fits (docs/trends.md)
 
 
 @cache
