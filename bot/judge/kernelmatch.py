@@ -7,9 +7,12 @@ matched without the number, by what the kernel computes. In turn:
 1. the same kernel: the same kind, name without its number, graph role (forward, backward,
    inference), ATen ops (and inputs' shapes, for an extern or eager op); several such are
    paired by how alike their origins are, then in order;
+   a kernel one side runs more often, from the very same origins (one more layer calling
+   the same attention), joins its pair: one line, so many of it a side;
 2. split: one base kernel whose origins (ops, the user's lines) several head kernels share
    between them, each mostly inside it; merged: the other way round;
-3. changed: one to one, by the most origins in common (a kernel that fuses another op);
+3. changed: one to one, by the most origins in common (a kernel that fuses another op); then
+   an extern or eager op of the same name and inputs' shapes whose origins all moved;
 4. what is left is new (head only) or gone (base only).
 """
 
@@ -109,6 +112,8 @@ def _same(base: list[Unit], head: list[Unit]) -> list[Match]:
         if len(bs) == 1 and len(hs) == 1:
             out.append(Match("same", (bs[0],), (hs[0],)))
             continue
+        more, bs, hs = _more_calls(bs, hs)
+        out += more
         pairs = sorted(((b, h) for b in bs for h in hs),
                        key=lambda p: (-similarity(*p), abs(p[0].index - p[1].index),
                                       p[0].index, p[1].index))
@@ -119,6 +124,29 @@ def _same(base: list[Unit], head: list[Unit]) -> list[Match]:
             used.update((id(b), id(h)))
             out.append(Match("same", (b,), (h,)))
     return out
+
+
+def _more_calls(bs: list[Unit], hs: list[Unit]
+                ) -> tuple[list[Match], list[Unit], list[Unit]]:
+    """A kernel one side runs more often: instances of one key from the very same origins
+    (each layer of a stack calling the same attention from one line) cannot be told apart,
+    so where the two sides run a different number of them they are one line, saying how many
+    each side ran (a seventh layer's call is not "new"). The rest, and instances from other
+    lines of the user's code, are paired one to one."""
+    by_b: dict[frozenset[str], list[Unit]] = {}
+    for u in bs:
+        by_b.setdefault(u.features, []).append(u)
+    by_h: dict[frozenset[str], list[Unit]] = {}
+    for u in hs:
+        by_h.setdefault(u.features, []).append(u)
+    out: list[Match] = []
+    taken: set[int] = set()
+    for features, group in by_b.items():
+        twins = by_h.get(features, [])
+        if twins and len(twins) != len(group):
+            out.append(Match("same", tuple(group), tuple(twins)))
+            taken.update(id(u) for u in (*group, *twins))
+    return (out, [u for u in bs if id(u) not in taken], [u for u in hs if id(u) not in taken])
 
 
 class _Index:
@@ -198,6 +226,24 @@ def _changed(base: _Index, head: _Index) -> list[Match]:
     return out
 
 
+def _same_op(base: _Index, head: _Index) -> list[Match]:
+    """Step 3b: an extern or eager op (``aten::mm``) of the same inputs' shapes whose origins
+    all moved (a recompute calls the same product from another graph): the same op, changed,
+    not one gone and one new."""
+    out: list[Match] = []
+    for b in list(base.units):
+        k = b.kernel
+        if k.kind not in ("extern", "eager") or not k.shapes:
+            continue
+        h = next((h for h in head.units if (h.kernel.kind, h.kernel.name, h.kernel.shapes)
+                  == (k.kind, k.name, k.shapes)), None)
+        if h is not None:
+            base.remove(b)
+            head.remove(h)
+            out.append(Match("changed", (b,), (h,)))
+    return out
+
+
 def match(base: Sequence[Kernel], head: Sequence[Kernel]) -> list[Match]:
     """Every kernel of both sides in exactly one match."""
     bs, hs = [Unit(k) for k in base], [Unit(k) for k in head]
@@ -206,5 +252,6 @@ def match(base: Sequence[Kernel], head: Sequence[Kernel]) -> list[Match]:
     left_b = _Index([u for u in bs if id(u) not in matched])
     left_h = _Index([u for u in hs if id(u) not in matched])
     out = same + _split_merged(left_b, left_h) + _changed(left_b, left_h)
+    out += _same_op(left_b, left_h)
     out += [Match("gone", (b,)) for b in left_b.units]
     return out + [Match("new", (), (h,)) for h in left_h.units]

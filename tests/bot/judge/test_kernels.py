@@ -168,3 +168,39 @@ def test_no_diff_without_both_profiles_and_a_failed_one_says_why() -> None:
     d = diff(ok, failed)
     assert d is not None and d.lines == []
     assert d.notes == ["head's kernel profile: the profiler crashed"]
+
+
+def test_one_more_call_of_a_kernel_base_has_is_that_kernel_not_a_new_one() -> None:
+    """Six layers call cuDNN's attention backward from one line; head's seventh layer calls it
+    once more: one line, six instances on base and seven on head, its time the sum (the H100
+    profile of the 7-layer PR had read the seventh "new")."""
+    def attn(i: int, us: float) -> Kernel:
+        return _kernel(f"aten::_cudnn_attention_backward_{i}", us, "attn_bwd", line=30,
+                       kind="extern").model_copy(update={
+                           "name": "aten::_cudnn_attention_backward", "shapes": "[8,12,512,64]"})
+
+    base = [attn(i, 100.0) for i in range(6)]
+    head = [attn(i, 100.0) for i in range(7)]
+    [m] = match(base, head)
+    assert (m.status, len(m.base), len(m.head)) == ("same", 6, 7)
+    d = diff(KernelProfile(activity="cuda", steps=10, device_us=600.0, kernels=base),
+             KernelProfile(activity="cuda", steps=10, device_us=700.0, kernels=head), band=0.05)
+    assert d is not None and [x.status for x in d.lines] == ["same"]
+    assert d.lines[0].head_us - d.lines[0].base_us == 100.0
+    # a leftover from another line of the user's code stays new
+    other = head + [_kernel("aten::_cudnn_attention_backward", 100.0, "attn_bwd", line=99,
+                            kind="extern").model_copy(update={"shapes": "[8,12,512,64]"})]
+    assert sorted(m.status for m in match(base, other)) == ["new", "same"]
+
+
+def test_a_product_whose_origins_all_moved_is_the_same_op_changed() -> None:
+    """Activation checkpointing recomputes an ``aten::mm`` from another graph: the same op and
+    shapes, other origins; read before as one "gone" and one "new"."""
+    mm = _kernel("aten::mm", 437.0, "mm", line=12, kind="extern").model_copy(
+        update={"shapes": "[4096,768],[768,3072]"})
+    moved = _kernel("aten::mm", 438.0, "mm_recompute", line=40, kind="extern").model_copy(
+        update={"shapes": "[4096,768],[768,3072]", "graph": "1_backward"})
+    assert [(m.status, len(m.base), len(m.head)) for m in match([mm], [moved])] == [
+        ("changed", 1, 1)]
+    other = moved.model_copy(update={"shapes": "[1,1],[1,1]"})
+    assert sorted(m.status for m in match([mm], [other])) == ["gone", "new"]
