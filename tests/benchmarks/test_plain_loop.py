@@ -43,6 +43,9 @@ def test_a_plain_loop_times_both_sides_and_prints_the_bot_s_row_beside(tmp_path:
         [sys.executable, str(ROOT / "benchmarks" / "plain_loop.py"), "--repo", str(repo),
          "--head", "layers7", "--model", "gpt", "--task", "training", "--device", "cpu",
          "--processes", "1", "--blocks", "3", "--steps", "1", "--bot", str(bot),
+         # one Inductor cache for both sides: head's seventh layer compiles the kernels of
+         # base's six again, which the C++ compile then finds built
+         "--cache-dir", str(tmp_path / "inductor"),
          "--json", str(tmp_path / "plain.json")],
         capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from compilewatch.compiler import kernelcode, kerneltrace
 from compilewatch.compiler.job import RunOptions
 from compilewatch.compiler.plan import plan_jobs
@@ -16,6 +18,9 @@ from compilewatch.core.kernels import KernelProfile
 from compilewatch.suites.loader import load_suite
 from tests.conftest import DATA
 
+# one test process makes the kernel_profiles fixture and runs every test that reads it
+# (scripts/test.sh: --dist loadgroup); the other goes on with the rest
+pytestmark = pytest.mark.xdist_group("kernel_profiles")
 SUITE = "kernels_suite.py"
 
 

@@ -106,7 +106,7 @@ def test_a_first_bad_right_after_commits_that_do_not_build_is_a_range(tmp_path):
 
 def test_a_changed_input_shape_is_found_by_its_cache_key_component(history, tmp_path):
     repo, shas = history
-    r = bisect(repo, tmp_path, "--good", shas[SHAPE - 4], "--bad", shas[SHAPE + 4],
+    r = bisect(repo, tmp_path, "--good", shas[SHAPE - 2], "--bad", shas[SHAPE + 2],
                "--model", "shape", "--metric", "cache:example_inputs[0]")
     assert r.outcome == "found" and r.candidate(r.first_bad).commit == shas[SHAPE]
     assert "float32[16, 8]" in r.steps[0].reference_readings[0].value

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from compilewatch.bot.judge.comparison import KernelDiff, KernelLine
 from compilewatch.bot.judge.kernelmatch import match
 from compilewatch.bot.judge.kernels import diff
 from compilewatch.core.kernels import Kernel, KernelOrigin, KernelProfile
+
+# one test process makes the kernel_profiles fixture and runs every test that reads it
+# (scripts/test.sh: --dist loadgroup); the other goes on with the rest
+pytestmark = pytest.mark.xdist_group("kernel_profiles")
 
 
 def _diff(profiles: dict[str, Any], base: str, head: str, **kw: Any) -> KernelDiff:
@@ -188,7 +194,7 @@ def test_one_more_call_of_a_kernel_base_has_is_that_kernel_not_a_new_one() -> No
     assert d is not None and [x.status for x in d.lines] == ["same"]
     assert d.lines[0].head_us - d.lines[0].base_us == 100.0
     # a leftover from another line of the user's code stays new
-    other = head + [_kernel("aten::_cudnn_attention_backward", 100.0, "attn_bwd", line=99,
+    other = [*head, _kernel("aten::_cudnn_attention_backward", 100.0, "attn_bwd", line=99,
                             kind="extern").model_copy(update={"shapes": "[8,12,512,64]"})]
     assert sorted(m.status for m in match(base, other)) == ["new", "same"]
 
