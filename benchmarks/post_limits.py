@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from compilewatch.bot.post import PostRequest, render_outdir
+from compilewatch.bot.commands.post import PostRequest, render_outdir
 from compilewatch.core.errors import ResultsFileError
 from compilewatch.core.results_file import load_results
 from compilewatch.core.schema import MAX_FILE_SAMPLES, MAX_MODEL_SAMPLES, MAX_MODELS, MAX_TEXT_CHARS

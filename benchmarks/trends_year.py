@@ -20,7 +20,7 @@ from pathlib import Path
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from compilewatch.bot.trends import TrendsRequest, trends_command
+from compilewatch.bot.commands.trends import TrendsRequest, trends_command
 
 
 def main() -> None:

@@ -202,3 +202,11 @@ def test_only_the_cli_prints() -> None:
            if not _is_cli(name) and name not in CHILD_ANSWERS
            for hit in _prints(path)]
     assert bad == []
+
+
+def test_bot_holds_its_rooms_the_commands_and_the_cli_only() -> None:
+    """Every command in ``bot/commands/``; nothing loose beside the rooms."""
+    loose = sorted(p.name for p in (ROOT / "bot").glob("*.py") if p.name != "__init__.py")
+    assert loose == []
+    rooms = {p.name for p in (ROOT / "bot").iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == ROOMS | {"commands", "cli", "bisect"}

@@ -23,6 +23,7 @@ from compilewatch.bot.bisect.flags import bisect_flags
 from compilewatch.bot.bisect.measure import Setup, Side
 from compilewatch.bot.bisect.runner import Judge, Runner
 from compilewatch.bot.checkout import git as gitutil
+from compilewatch.bot.commands.pr import staging, write_outdir
 from compilewatch.bot.github.outdir import BISECT_FILES
 from compilewatch.bot.history.noise import noise_bands_of
 from compilewatch.bot.judge.bisect_metrics import Metric, parse_metric
@@ -37,7 +38,6 @@ from compilewatch.bot.measure.harness import (
     preflight,
     project_tasks,
 )
-from compilewatch.bot.pr import staging, write_outdir
 from compilewatch.bot.render import bisect as rendering
 from compilewatch.bot.render.commands import bisect_line
 from compilewatch.core.errors import CompilewatchError, UsageError

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from compilewatch.bot.checkout.worktrees import worktrees
+from compilewatch.bot.commands.pr import SidePlan, plan_side, side_sources
 from compilewatch.bot.judge.bisection import Candidate
 from compilewatch.bot.measure.harness import (
     Measuring,
@@ -30,7 +31,6 @@ from compilewatch.bot.measure.harness import (
     side_code,
 )
 from compilewatch.bot.measure.listing import modules_of
-from compilewatch.bot.pr import SidePlan, plan_side, side_sources
 from compilewatch.compiler import overrides
 from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.core.errors import CompilewatchError

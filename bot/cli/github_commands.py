@@ -45,7 +45,7 @@ def keys_generate_cmd(out: Path) -> None:
     Example:
       compilewatch keys generate --out nightly-signing.pem
     """
-    from compilewatch.bot.keys import generate_command
+    from compilewatch.bot.commands.keys import generate_command
 
     click.echo(generate_command(out=out))
 
@@ -117,7 +117,7 @@ def post_cmd(use_check: bool, **kwargs: Any) -> None:
       compilewatch post shards/*/ --repo acme/models --sha "$HEAD_SHA"
       compilewatch post compilewatch-out/bisect --repo acme/models --issue 118
     """
-    from compilewatch.bot.post import Auth, PostRequest, post_command
+    from compilewatch.bot.commands.post import Auth, PostRequest, post_command
 
     auth = Auth(**{k: kwargs.pop(k) for k in ("token_env", "app_id", "app_key_file",
                                               "installation_id", "retries", "retry_backoff")})
@@ -165,7 +165,7 @@ def doctor_cmd(as_json: bool, **kwargs: Any) -> None:
       GITHUB_TOKEN=... compilewatch doctor --repo acme/models
       compilewatch doctor --json | jq '.checks[] | select(.status == "fail")'
     """
-    from compilewatch.bot.doctor import doctor, render_report
+    from compilewatch.bot.commands.doctor import doctor, render_report
     from compilewatch.bot.render.listings import doctor_json
 
     report = doctor(**kwargs)

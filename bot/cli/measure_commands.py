@@ -294,8 +294,8 @@ def run_cmd(allow_empty: bool, remote_cache_write: bool, **kwargs: Any) -> None:
     Example:
       compilewatch run --suite micro --device cpu --out results.json
     """
+    from compilewatch.bot.commands.run import RunRequest, run_command
     from compilewatch.bot.render.run_table import summary_table
-    from compilewatch.bot.run import RunRequest, run_command
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     if kwargs.pop("no_warm"):
@@ -303,7 +303,7 @@ def run_cmd(allow_empty: bool, remote_cache_write: bool, **kwargs: Any) -> None:
     if remote_cache_write and kwargs["remote_cache"] is None:
         raise click.UsageError("--remote-cache-write stores in the shared compile cache: give "
                                "it with --remote-cache URL (or COMPILEWATCH_REMOTE_CACHE)")
-    from compilewatch.bot.run import fetch_before_letting_go
+    from compilewatch.bot.commands.run import fetch_before_letting_go
 
     req = RunRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
                      allow_empty=allow_empty,
@@ -367,7 +367,7 @@ def nightly_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch nightly --suite micro --out nightly/ --publish-dir /srv/compile-cache
     """
-    from compilewatch.bot.nightly import NightlyRequest, PublishOptions, nightly_command
+    from compilewatch.bot.commands.nightly import NightlyRequest, PublishOptions, nightly_command
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     publish = PublishOptions(
@@ -452,7 +452,7 @@ def calibrate_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch calibrate --suite micro --device cuda --db postgresql://ci@db/compilewatch
     """
-    from compilewatch.bot.calibrate import CalibrateRequest, calibrate_command
+    from compilewatch.bot.commands.calibrate import CalibrateRequest, calibrate_command
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
     let_go_first(keep_database=True)
@@ -536,9 +536,9 @@ def pr_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch pr --base main --head my-branch --out compilewatch-out/pr
     """
+    from compilewatch.bot.commands.pr import PrRequest, pr_command
     from compilewatch.bot.github.outdir import OUT_FILES
     from compilewatch.bot.judge.verdicts import raise_on_gating
-    from compilewatch.bot.pr import PrRequest, pr_command
     from compilewatch.bot.render.comparison_table import build_table
 
     measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"),
@@ -548,8 +548,8 @@ def pr_cmd(**kwargs: Any) -> None:
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
     fail_on_regression = kwargs.pop("fail_on_regression")
+    from compilewatch.bot.commands.pr import fetch_before_letting_go
     from compilewatch.bot.measure.credentials import check_database
-    from compilewatch.bot.pr import fetch_before_letting_go
 
     req = PrRequest(measure=measure, warm_cache=warm_cache_options_from(kwargs),
                     **shard_options_from(kwargs), **kwargs)

@@ -37,7 +37,7 @@ def report_cmd(results: str, out: Path, db_url: str | None) -> None:
     Example:
       compilewatch report results.json --out report.html
     """
-    from compilewatch.bot.report import run_report_command
+    from compilewatch.bot.commands.report import run_report_command
 
     click.echo(run_report_command(results=results, out=out, db_url=db_url))
 
@@ -59,8 +59,8 @@ def suites_cmd(suites: tuple[str, ...], repo: Path, as_json: bool) -> None:
       compilewatch suites --suite micro
       compilewatch suites --json | jq -r '.suites[].models[].name'
     """
+    from compilewatch.bot.commands.suites import suites_command
     from compilewatch.bot.render.listings import suites_json, suites_text
-    from compilewatch.bot.suites import suites_command
 
     entries = suites_command(suites=list(suites), repo=repo)
     if as_json:
@@ -167,9 +167,9 @@ def runs_cmd(**kwargs: Any) -> None:
       compilewatch runs --json | jq -r '.runs[0].run_id'
       compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format html --out compare.html
     """
+    from compilewatch.bot.commands.runs import runs_command
     from compilewatch.bot.render.listings import runs_json
     from compilewatch.bot.render.runs_table import render_runs
-    from compilewatch.bot.runs import runs_command
 
     as_json = kwargs.pop("as_json")
     listing = runs_command(**kwargs)
@@ -215,7 +215,7 @@ def merge_cmd(inputs: tuple[Path, ...], out: Path, repo: Path) -> None:
     if all(p.is_dir() and is_nightly_out(p) for p in inputs):
         text = summary(merge_nightly(list(inputs), out))
     elif all(p.is_dir() for p in inputs):
-        from compilewatch.bot.compare import merge_outdirs
+        from compilewatch.bot.commands.compare import merge_outdirs
 
         comparison = merge_outdirs(list(inputs), out, repo)
         click.echo(f"merged {len(inputs)} output directories into {out}: "
@@ -266,7 +266,7 @@ def compare_cmd(**kwargs: Any) -> None:
       compilewatch compare 3f2a9c1b7d4e 81c0d2e4a9b7 --format table
       compilewatch compare b1.json,b2.json h1.json,h2.json
     """
-    from compilewatch.bot.compare import CompareRequest, compare_command
+    from compilewatch.bot.commands.compare import CompareRequest, compare_command
     from compilewatch.bot.judge.verdicts import raise_on_gating, same_run_note
 
     if kwargs["fmt"] == "html" and kwargs["out"] is None and stdout_is_terminal():
@@ -315,7 +315,7 @@ def baseline_update_cmd(**kwargs: Any) -> None:
     Example:
       compilewatch baseline update results.json --repo .
     """
-    from compilewatch.bot.baseline import baseline_update_command
+    from compilewatch.bot.commands.baseline import baseline_update_command
 
     click.echo(baseline_update_command(**kwargs))
 
@@ -360,7 +360,7 @@ def trends_cmd(ref: str, trigger: str, **kwargs: Any) -> None:
       compilewatch trends --out site/ --db postgresql://ci@db.internal/compilewatch
       compilewatch trends --out site/ --trigger local --ref '*' --repo .
     """
-    from compilewatch.bot.trends import TrendsRequest, trends_command
+    from compilewatch.bot.commands.trends import TrendsRequest, trends_command
 
     report = trends_command(TrendsRequest(ref=None if ref == "*" else ref,
                                           trigger=None if trigger == "*" else trigger,

@@ -35,7 +35,7 @@ def runs_json(runs: list[RunInfo], *, stored: int, database: str) -> str:
 
 
 def suites_json(suites: list[Any]) -> str:
-    """``bot/suites.py``'s entries: each suite with its models."""
+    """``bot/commands/suites.py``'s entries: each suite with its models."""
     return _dump("suites", {"suites": [{
         "name": s.name, "source": s.source,
         "models": [{**asdict(m), "tags": list(m.tags), "devices": list(m.devices),
@@ -64,6 +64,6 @@ def suites_text(suites: list[Any]) -> Text:
 
 
 def doctor_json(report: Any) -> str:
-    """``bot/doctor.py``'s report: every check, and whether the main job can run here."""
+    """``bot/commands/doctor.py``'s report: every check, and whether the main job can run here."""
     return _dump("doctor", {"can_run": report.can_run, "checks": [
         {"name": c.name, "status": c.status, "detail": c.detail} for c in report.checks]})

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compilewatch.bot.calibrate import CalibrateRequest, bands_of, calibrate_command
+from compilewatch.bot.commands.calibrate import CalibrateRequest, bands_of, calibrate_command
 from compilewatch.bot.history.noise import noise_bands
 from compilewatch.bot.measure.harness import MeasureOptions
 from compilewatch.compiler import schedule

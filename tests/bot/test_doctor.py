@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.doctor import doctor
+from compilewatch.bot.commands.doctor import doctor
 from compilewatch.core.errors import UsageError
 from compilewatch.db import connect, ingest
 from tests.factories import environment, run_results

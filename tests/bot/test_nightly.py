@@ -272,8 +272,8 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
     process starts (each cold compile "saves" a file, each warm start "verifies" it)."""
     import functools
 
+    from compilewatch.bot.commands.nightly import NightlyRequest, measure_nightly
     from compilewatch.bot.measure.harness import MeasureOptions
-    from compilewatch.bot.nightly import NightlyRequest, measure_nightly
     from compilewatch.compiler import schedule
     from compilewatch.compiler.protocol import SavedArtifact
     from compilewatch.core.results_file import load_results
@@ -367,9 +367,9 @@ def test_the_nightlys_timing_cores_are_those_the_preflight_left(
     processes a nightly runs get the cores of the options after it, not before."""
     import dataclasses
 
-    from compilewatch.bot import nightly
+    from compilewatch.bot.commands import nightly
+    from compilewatch.bot.commands.nightly import NightlyRequest, measure_nightly
     from compilewatch.bot.measure.harness import MeasureOptions
-    from compilewatch.bot.nightly import NightlyRequest, measure_nightly
 
     seen = []
 

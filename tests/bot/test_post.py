@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.post import PostRequest, Rendered, post_outdir
+from compilewatch.bot.commands.post import PostRequest, Rendered, post_outdir
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER
 from compilewatch.core.errors import ResultsFileError

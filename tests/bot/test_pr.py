@@ -18,11 +18,11 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cache.fetch import WarmCacheOptions
 from compilewatch.bot.cli import main
+from compilewatch.bot.commands.pr import PrRequest, pr_command
 from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.thresholds import Thresholds
 from compilewatch.bot.judge.verdicts import compare_model
 from compilewatch.bot.measure.harness import MeasureOptions, Measuring
-from compilewatch.bot.pr import PrRequest, pr_command
 from compilewatch.bot.render.escape import md_escape
 from compilewatch.bot.render.formats import MARKER
 from compilewatch.compiler.schedule import JobRun, RunOptions, SideJobs

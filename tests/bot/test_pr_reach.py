@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
+from compilewatch.bot.commands.pr import Refs, changed_files
 from compilewatch.bot.measure.harness import side_code
-from compilewatch.bot.pr import Refs, changed_files
 from compilewatch.compiler.processes import Launcher
 from compilewatch.compiler.protocol import Reads
 from compilewatch.compiler.unchanged import by_files

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from compilewatch.bot.commands.run import RunRequest, run_command
 from compilewatch.bot.measure.harness import MeasureOptions
-from compilewatch.bot.run import RunRequest, run_command
 from compilewatch.compiler import schedule
 from compilewatch.core.results_file import load_results
 from tests.factories import FakeLauncher

@@ -296,7 +296,7 @@ def test_the_dashboard_says_nights_only_for_nightly_runs_on_different_dates(
 
 def test_a_report_url_that_is_no_http_url_is_never_a_link(db_url: str, tmp_path: Path) -> None:
     """``trends`` as a library: the points of its charts would link there."""
-    from compilewatch.bot.trends import TrendsRequest, trends_command
+    from compilewatch.bot.commands.trends import TrendsRequest, trends_command
     from compilewatch.core.errors import UsageError
 
     with connect(db_url) as db:

@@ -24,7 +24,7 @@ from compilewatch.bot.checkout.git import (
     resolve_commit,
 )
 from compilewatch.bot.checkout.worktrees import worktrees
-from compilewatch.bot.pr import resolve_refs
+from compilewatch.bot.commands.pr import resolve_refs
 
 TOKEN = "ghp_notARealTokenButShapedLikeOne1234567890"
 # every hook git documents (githooks(5), git 2.39)

@@ -78,7 +78,7 @@ def test_task_is_a_measuring_option_of_every_measuring_command() -> None:
 
 
 def test_pr_plans_each_side_per_task() -> None:
-    from compilewatch.bot.pr import plan_side
+    from compilewatch.bot.commands.pr import plan_side
 
     plan = plan_side(["micro"], device="cpu", models=["ln_mlp_block"],
                      tasks=("inference", "training"))

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.doctor import doctor
+from compilewatch.bot.commands.doctor import doctor
 from compilewatch.bot.judge.verdicts import compare
 from compilewatch.bot.render import diagnostics
 from compilewatch.bot.render.formats import render_html, render_markdown

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from compilewatch.bot.compare import CompareRequest, compare_command, merge_outdirs
+from compilewatch.bot.commands.compare import CompareRequest, compare_command, merge_outdirs
+from compilewatch.bot.commands.post import PostRequest, render_outdir
 from compilewatch.bot.judge.verdicts import compare
-from compilewatch.bot.post import PostRequest, render_outdir
 from compilewatch.bot.render.formats import render
 from compilewatch.bot.shards.merge import merge_files, merge_runs
 from compilewatch.bot.shards.plan import ShardOptions, plan, record

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compilewatch.bot.compare import merge_outdirs
+from compilewatch.bot.commands.compare import merge_outdirs
 from compilewatch.bot.shards.plan import parse_shard
 from compilewatch.core.results_file import load_results
 from tests.bot.test_pr import HOST_CHECK, PYPROJECT, Recorder, commit, fake_pr, suite_file
