@@ -25,7 +25,7 @@ import random
 from compilewatch.bot.judge.followup import cold_unsettled
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import Thresholds
-from compilewatch.bot.judge.verdicts import Judging, _compile_time
+from compilewatch.bot.judge.timings import Judging, compile_time
 
 
 def rates(pairs: int, change: float, sd: float, trials: int, seed: int = 0,
@@ -44,10 +44,10 @@ def rates(pairs: int, change: float, sd: float, trials: int, seed: int = 0,
 
     for _ in range(trials):
         base, head = draw(pairs)
-        d = _compile_time(base, head, t.cold_compile, "cold_compile", judge, True)
+        d = compile_time(base, head, t.cold_compile, "cold_compile", judge, True)
         if extra and cold_unsettled(d):
             more_b, more_h = draw(extra)
-            d = _compile_time(base + more_b, head + more_h, t.cold_compile, "cold_compile",
+            d = compile_time(base + more_b, head + more_h, t.cold_compile, "cold_compile",
                               judge, True)
         if d is not None and d.verdict is not None and d.verdict.value in seen:
             seen[d.verdict.value] += 1

@@ -22,7 +22,8 @@ from compilewatch.bot.judge.config_errors import did_you_mean
 from compilewatch.bot.judge.host import HostNoise
 from compilewatch.bot.judge.stats import NoiseBands
 from compilewatch.bot.judge.thresholds import Thresholds
-from compilewatch.bot.judge.verdicts import FAILED, compare_model, shown_per_call
+from compilewatch.bot.judge.timings import shown_per_call
+from compilewatch.bot.judge.verdicts import FAILED, compare_model
 from compilewatch.core.errors import UsageError
 from compilewatch.core.schema import Category, ModelResult, Status
 

@@ -19,7 +19,7 @@ from markupsafe import Markup
 
 from compilewatch.bot.judge.comparison import Comparison, ModelRow
 from compilewatch.bot.judge.host import lanes_note, run_note
-from compilewatch.bot.judge.verdicts import shown_per_call
+from compilewatch.bot.judge.timings import shown_per_call
 from compilewatch.bot.render import filters, plots, run_table, sharedcache, sitemap
 from compilewatch.bot.render.comparison_table import render_table
 from compilewatch.bot.render.escape import headline, md_code, md_command, md_escape, shorten

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from compilewatch.bot.judge.host import run_note
 from compilewatch.bot.judge.stats import TOO_WIDE, too_wide
-from compilewatch.bot.judge.verdicts import shown_per_call
+from compilewatch.bot.judge.timings import shown_per_call
 from compilewatch.bot.render.escape import plain
 from compilewatch.bot.render.fit import Column, fitted_table, left_out
 from compilewatch.bot.render.sharedcache import summary as shared_summary

@@ -13,7 +13,8 @@ import pytest
 from compilewatch.bot.judge.comparison import Delta, Verdict
 from compilewatch.bot.judge.stats import too_wide, verdict_of
 from compilewatch.bot.judge.thresholds import MetricThreshold
-from compilewatch.bot.judge.verdicts import APART_NOTE, compare
+from compilewatch.bot.judge.timings import APART_NOTE
+from compilewatch.bot.judge.verdicts import compare
 from compilewatch.bot.render.comparison_table import render_table
 from compilewatch.bot.render.filters import speedup_ci
 from compilewatch.bot.render.formats import render_markdown
