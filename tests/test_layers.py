@@ -210,3 +210,10 @@ def test_bot_holds_its_rooms_the_commands_and_the_cli_only() -> None:
     assert loose == []
     rooms = {p.name for p in (ROOT / "bot").iterdir() if (p / "__init__.py").is_file()}
     assert rooms == ROOMS | {"commands", "cli", "bisect"}
+
+
+def test_no_module_of_the_package_is_over_600_lines() -> None:
+    """A module that grows past this holds more than one job: split it by what it holds."""
+    long = {name: n for name, path in modules().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 600}
+    assert long == {}

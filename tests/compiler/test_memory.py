@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from compilewatch.compiler import memory, training, worker
+from compilewatch.compiler import memory, peaks, training
 from compilewatch.compiler.model import Model
 from compilewatch.compiler.protocol import WorkerSpec
 from compilewatch.core.schema import Config
@@ -99,10 +99,10 @@ def test_a_training_step_s_peak_leaves_out_every_copy_the_harness_keeps(
     expected = (2 * weights  # the model as built, the copy steps start from
                 + weights + grads + adam  # the eager step
                 + first)  # the compiled step's first state, copied for the accuracy check
-    harness = worker._harness(tm, compiled, eager, ())
-    assert memory.held_bytes(harness, worker._own(tm, compiled), "cpu") == expected
+    harness = peaks._harness(tm, compiled, eager, ())
+    assert memory.held_bytes(harness, peaks._own(tm, compiled), "cpu") == expected
     # the compiled step's own weights, gradients and optimizer state are not the harness's
-    own = worker._own(tm, compiled)
+    own = peaks._own(tm, compiled)
     assert memory.held_bytes(own, [], "cpu") >= _params_bytes(compiled.module) + grads + adam
     # a state kept elsewhere (the eager step's first state) is the harness's too
     assert memory.held_bytes([*harness, eager_state], own, "cpu") > expected
@@ -115,5 +115,5 @@ def test_an_inference_call_keeps_its_own_weights_and_inputs(tmp_path: Path) -> N
                       status_file="")
     m = Model(spec)
     out = m.call(m.fn)
-    assert memory.held_bytes(worker._harness(m, m.fn, None, (out,)), worker._own(m, m.fn),
+    assert memory.held_bytes(peaks._harness(m, m.fn, None, (out,)), peaks._own(m, m.fn),
                              "cpu") == _bytes(out)

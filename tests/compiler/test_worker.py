@@ -276,10 +276,10 @@ def test_a_model_that_does_not_fit_beside_the_reference_is_built_alone(
 
 
 def test_peak_memory_leaves_out_what_the_reference_holds(monkeypatch) -> None:
-    from compilewatch.compiler import worker
+    from compilewatch.compiler import peaks as peaks_mod
 
     peaks = iter([5_000, 9_000])
-    monkeypatch.setattr(worker, "peak_memory", lambda fn, device: next(peaks))
+    monkeypatch.setattr(peaks_mod, "peak_memory", lambda fn, device: next(peaks))
 
     class Cuda:
         device, fn, inputs = "cuda", None, ()
@@ -287,7 +287,7 @@ def test_peak_memory_leaves_out_what_the_reference_holds(monkeypatch) -> None:
         def call(self, fn):  # type: ignore[no-untyped-def]
             return None
 
-    mem = worker.measure_memory(Cuda(), None, ref_bytes=3_000)  # type: ignore[arg-type]
+    mem = peaks_mod.measure_memory(Cuda(), None, ref_bytes=3_000)  # type: ignore[arg-type]
     assert (mem.eager_peak_bytes, mem.compiled_peak_bytes) == (2_000, 6_000)
     assert mem.harness_bytes == 3_000
 
