@@ -311,23 +311,14 @@ def _config_task(row: dict[str, Any]) -> str:
     return "training" if str(config or "").endswith("-training") else "inference"
 
 
-def _bot(path: Path | None, model: str, task: str) -> dict[str, Any] | None:
-    """The bot's row for the model and task from a comparison JSON (``pr``'s or ``compare``'s)."""
+def _bot(path: Path | None, model: str, task: str, key: str = "rows") -> dict[str, Any] | None:
+    """The bot's entry for the model and task: a row of a comparison JSON (``pr``'s or
+    ``compare``'s), or with ``key="results"`` a result of ``compilewatch run``'s results."""
     if path is None:
         return None
-    for row in json.loads(path.read_text()).get("rows", []):
-        if row.get("model") == model and _config_task(row) == task:
-            return row
-    return None
-
-
-def _bot_run(path: Path | None, model: str, task: str) -> dict[str, Any] | None:
-    """The model's result for the task from ``compilewatch run``'s results JSON."""
-    if path is None:
-        return None
-    for result in json.loads(path.read_text()).get("results", []):
-        if result.get("model") == model and _config_task(result) == task:
-            return result
+    for entry in json.loads(path.read_text()).get(key, []):
+        if entry.get("model") == model and _config_task(entry) == task:
+            return entry
     return None
 
 
@@ -430,7 +421,7 @@ def beside_run(measured: dict[str, Any], results: Path, task: str) -> str:
              "| plain peak MB | compilewatch peak MB | compilewatch vs plain |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for model, per in measured.items():
-        result = _bot_run(results, model, task) or {}
+        result = _bot(results, model, task, key="results") or {}
         latency = result.get("latency") or {}
         bot_ms = latency.get("compiled_median_us")
         bot_ms = None if bot_ms is None else bot_ms / 1e3
