@@ -29,7 +29,7 @@ def bisect(repo: Path, tmp_path: Path, *args: str) -> tuple[BisectReport, str]:
 
 
 def test_a_wrong_result_is_traced_to_inductor_lowerings_and_the_relu(tmp_path):
-    repo, shas = build(tmp_path / "repo", 4, {2: suite_config(RELU_BUG)})
+    repo, shas = build(tmp_path / "repo", 3, {2: suite_config(RELU_BUG)})
     r, printed = bisect(repo, tmp_path, "--good", shas[0], "--bad", shas[-1], "--model", "relu",
                         "--metric", "accuracy")
     assert r.outcome == "found" and r.candidate(r.first_bad).commit == shas[2]
