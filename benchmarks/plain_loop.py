@@ -46,8 +46,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-CONDITIONS = ("plain", "one-step-blocks", "interleaved", "pinned", "loaded", "gc-off", "syncs",
-              "warm")
+CONDITIONS = ("plain", "one-step-blocks", "interleaved", "pinned", "loaded", "gc-off", "syncs")
+WARM = "warm"  # a child that only compiles into the shared cache (--warm-first); times nothing
 WARMUP_STEPS = 10
 
 
@@ -215,7 +215,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             eager()
     if args.device == "cuda":
         torch.cuda.synchronize()
-    if cond == "warm":
+    if cond == WARM:
         return {}
     if cond == "syncs":
         return {"syncs_per_step": _syncs(step) if args.device == "cuda" else None}
@@ -336,7 +336,7 @@ def _warm(args: argparse.Namespace, checkout: Path, work: list[tuple[str, str]])
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(args.warm_first) as pool:
-        list(pool.map(lambda sm: _run_child(checkout, args, sm[0], sm[1], "warm"), work))
+        list(pool.map(lambda sm: _run_child(checkout, args, sm[0], sm[1], WARM), work))
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -468,7 +468,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2, help="processes a side")
     parser.add_argument("--steps", type=int, default=3, help="back-to-back steps a block")
     parser.add_argument("--blocks", type=int, default=30)
-    parser.add_argument("--condition", action="append", choices=CONDITIONS,
+    parser.add_argument("--condition", action="append", choices=(*CONDITIONS, WARM),
                         help="repeatable; default: plain")
     parser.add_argument("--cache-dir", help="one Inductor cache for every process "
                         "(default: an empty one each)")
@@ -489,6 +489,8 @@ def main() -> None:
         parser.error("--repo is required unless every --suite is a built-in one")
     if args.repo is None and args.head:
         parser.error("--head needs --repo")
+    if WARM in (args.condition or []):
+        parser.error(f"--condition {WARM} is --warm-first's own: it times nothing")
     if args.warm_first and not args.cache_dir:
         parser.error("--warm-first needs --cache-dir")
     args.condition = args.condition or ["plain"]

@@ -146,10 +146,7 @@ def draw_panel(p: PanelData) -> Markup:
         body.append(svg.line(x(a - 0.4), y(mean), x(b + 0.4), y(mean), svg.COLORS["mean"],
                              width=2))
     # each point's pixels once: a year is 365 points a panel, seven panels a page
-    x0, dx = x(0), x(1) - x(0)
-    ya, yb = y(p.y_range[0]), y(p.y_range[1])
-    ky = (yb - ya) / ((p.y_range[1] - p.y_range[0]) or 1.0)
-    at = [(f"{x0 + i * dx:.1f}", f"{ya + (v - p.y_range[0]) * ky:.1f}") for i, v, _ in p.points]
+    at = [(_d(x(i)), _d(y(v))) for i, v, _ in p.points]
     coords = " ".join(f"{px},{py}" for px, py in at)
     body.append(f'<polyline points="{coords}" fill="none" stroke="{svg.COLORS["line"]}" '
                 'stroke-width="1"/>')
@@ -174,7 +171,11 @@ def _data(p: PanelData, x: svg.Scale) -> str:
 
     values = [float(f"{v:.4g}") for _, v, _ in p.points]
     runs = [-1 if r is None else r for _, _, r in p.points]
-    out = [f'data-x="{x(0):.3f},{x(1) - x(0):.4f}"', attr("v", values), attr("r", runs),
+    # point i's x, unrounded (``Scale`` rounds each pixel to 0.1, and a rounded step drifts by
+    # a point over a year of nightlies)
+    dx = (x.b - x.a) / (x.hi - x.lo)
+    x0 = x.a + (0 - x.lo) * dx
+    out = [f'data-x="{x0:.3f},{dx:.5f}"', attr("v", values), attr("r", runs),
            f'data-u="{svg.esc(p.unit)}"', f'data-int="{int(p.integer)}"']
     if p.intervals:
         out.append(attr("iv", [None if iv is None else [float(f"{iv[0]:.4g}"),

@@ -134,13 +134,18 @@ def write_site(trends: Trends, out: Path, links: Links | None = None) -> SiteRep
     return SiteReport(out / "index.html", len(sizes), max(sizes))
 
 
+def _run_key(s: Series, i: int) -> str:
+    """The run of a series' value ``i``; a value of no known run is a run of its own."""
+    return s.infos[i].run_id or f"#{s.metric}-{i}"
+
+
 def _columns(series: tuple[Series, ...]) -> tuple[dict[str, list[Any]], dict[str, int]]:
     """The runs every series of a page draws, once, column by column: a year of a model is
     365 runs, not 365 per metric."""
     runs: dict[str, tuple[datetime, str | None, int | None]] = {}
     for s in series:
         for i, (t, commit, info) in enumerate(zip(s.times, s.commits, s.infos, strict=True)):
-            runs.setdefault(info.run_id or f"#{s.metric}-{i}", (t, commit, info.pr))
+            runs.setdefault(_run_key(s, i), (t, commit, info.pr))
     order = sorted(runs, key=lambda r: runs[r][0])
     cols = {"runs": [None if r.startswith("#") else r for r in order],
             "times": [runs[r][0].isoformat() for r in order],
@@ -150,7 +155,7 @@ def _columns(series: tuple[Series, ...]) -> tuple[dict[str, list[Any]], dict[str
 
 def _series_data(s: Series, index: dict[str, int]) -> dict[str, Any]:
     """One series: for each value the index of its run in the page's columns."""
-    at = [index[p.run_id or f"#{s.metric}-{i}"] for i, p in enumerate(s.infos)]
+    at = [index[_run_key(s, i)] for i in range(len(s.values))]
     out: dict[str, Any] = {"metric": s.metric, "label": s.label, "unit": s.unit,
                            "at": at, "values": list(s.values),
                            "steps": [{**asdict(st), "time": st.time.isoformat()}

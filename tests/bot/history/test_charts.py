@@ -66,3 +66,15 @@ def test_every_panel_draws_a_band() -> None:
 
 def test_a_metric_without_data_has_no_panel() -> None:
     assert len(panels([_series("cold_s", COLD), _series("warm_start_s", [])])) == 1
+
+
+def test_the_pointer_finds_the_last_point_of_a_year() -> None:
+    """The page's script maps the pointer to point i by ``data-x`` (x0, dx): with the step
+    rounded as a pixel is, the 365th point sat a point off."""
+    import re
+
+    year = _series("cold_s", [10.0 + (i % 7) * 0.1 for i in range(365)])
+    svg = str(draw_panel(panel_data(year)))
+    x0, dx = map(float, re.search(r'data-x="([^,]+),([^"]+)"', svg).group(1, 2))  # type: ignore[union-attr]
+    last = float(re.findall(r"M([\d.]+) [\d.]+h0", svg)[-1])
+    assert round((last - x0) / dx) == 364
