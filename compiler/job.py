@@ -30,7 +30,15 @@ from compilewatch.compiler.lanes import Kind, Task
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.protocol import Phase, WorkerOutput, WorkerSpec
 from compilewatch.core.errors import CacheArtifactError, CompilewatchError
-from compilewatch.core.schema import STATUS_OF, CacheCounters, Category, ModelResult
+from compilewatch.core.schema import (
+    DEFAULT_BLOCK_MS,
+    DEFAULT_ROUNDS,
+    DEFAULT_TIMEOUT_S,
+    STATUS_OF,
+    CacheCounters,
+    Category,
+    ModelResult,
+)
 from compilewatch.suites.imports import SideCode
 
 
@@ -48,9 +56,9 @@ class WarmCache:
 class RunOptions:
     """How to measure one side; one object handed down instead of loose flags."""
 
-    rounds: int = 30
-    block_ms: float = 20.0
-    timeout_s: float = 900.0
+    rounds: int = DEFAULT_ROUNDS
+    block_ms: float = DEFAULT_BLOCK_MS
+    timeout_s: float = DEFAULT_TIMEOUT_S
     cold_processes: int = 1
     timing_processes: int = 1  # 0: the first cold process times steady state itself
     measure: bool = True  # time steady state at all (False: compile and check only)

@@ -1,4 +1,7 @@
-"""Base and head measured as pairs: what the loop does only with two sides.
+"""Base and head measured as pairs: what the loop does only with two sides (``Pairing``), and
+what it does with one (``Alone``: no order to alternate, nothing to skip or follow up). The loop
+is given one of them and hands itself to each call that queues or finishes work, so neither
+holds the other.
 
 The processes interleave: base and head alternate (ABBA...), the cold compiles of a pair run
 side by side, so host drift hits both alike. A model whose compiled code is the same on both
@@ -60,16 +63,66 @@ class Loop(Protocol):
 Asker = tuple[Kind, FollowUp, int]
 
 
-class Pairing:
+class Alone:
+    """One side: every model measured as planned, in the sides' order, with no partner to wait
+    for, no skip by construction and no follow-up; a profile process only with
+    ``profile_kernels``, for every timed model."""
+
+    def __init__(self, names: tuple[str, ...], rules: PairRules) -> None:
+        self.names = names
+        self.rules = rules
+        # every (side, model) in flight: the loop's jobs, which the pairing looks at too
+        self.jobs: dict[tuple[str, Ident], SideJob] = {}
+
+    def in_order(self, n: int) -> tuple[str, ...]:
+        return self.names
+
+    def rank(self, side: str, order: int, index: int) -> int:
+        return 0
+
+    def most_timing(self, opts: RunOptions) -> int:
+        return opts.timing_processes
+
+    def scans(self, jobs: dict[str, Job]) -> bool:
+        return False
+
+    def scan_done(self, key: Ident, loop: Loop) -> None:
+        raise AssertionError("a scan without a partner to compare its reads with")
+
+    def waits(self, key: Ident) -> bool:
+        return False
+
+    def reference(self, key: Ident) -> str | None:
+        return None
+
+    def reference_code(self) -> SideCode | None:
+        return None
+
+    def skip_timing(self, key: Ident, loop: Loop) -> None:
+        return None
+
+    def follow_up(self, sj: SideJob, key: Ident, loop: Loop) -> bool:
+        return False
+
+    def profile(self, sj: SideJob, key: Ident, loop: Loop) -> bool:
+        """Whether ``sj`` waits for a profile process: every timed model with
+        ``profile_kernels``."""
+        if sj.profile_asked:
+            return not sj.idle
+        sj.profile_asked = True
+        if not (self.rules.profile_kernels and sj.timed()):
+            return False
+        loop.push(sj, "profile", 1)
+        return True
+
+
+class Pairing(Alone):
     """The two sides' jobs of each model, and the rules that look at both."""
 
     def __init__(self, names: tuple[str, str], opts: tuple[RunOptions, RunOptions],
-                 rules: PairRules, loop: Loop) -> None:
-        self.names = names
+                 rules: PairRules) -> None:
+        super().__init__(names, rules)
         self.opts = dict(zip(names, opts, strict=True))
-        self.rules = rules
-        self.loop = loop
-        self.jobs: dict[tuple[str, Ident], SideJob] = {}
 
     def pair(self, key: Ident) -> list[SideJob]:
         """The model's jobs, base's first (one alone where the other side lacks the model)."""
@@ -116,7 +169,7 @@ class Pairing:
                 return False
         return True
 
-    def scan_done(self, key: Ident) -> None:
+    def scan_done(self, key: Ident, loop: Loop) -> None:
         """With both sides' scans in: a model that reads nothing the change touches is done;
         any other (or one whose scan failed) goes on to its first cold compile."""
         sjs = self.pair(key)
@@ -134,11 +187,11 @@ class Pairing:
                     "not from this side's worktree: an installed copy of the project is "
                     "measured on both sides, and the change to those files is not")
             if reason is None:
-                self.loop.push(sj, "cold", 1)
+                loop.push(sj, "cold", 1)
                 continue
             sj.outputs.timing_skipped, sj.outputs.compile_skipped = reason, True
             sj.planned = True
-            self.loop.finish(sj)
+            loop.finish(sj)
 
     # --- after the first cold compiles ---------------------------------------------------
 
@@ -183,7 +236,7 @@ class Pairing:
             return opts.code
         return SideCode(root=str(opts.watch_root)) if opts.watch_root is not None else None
 
-    def skip_timing(self, key: Ident) -> None:
+    def skip_timing(self, key: Ident, loop: Loop) -> None:
         """With both sides' first cold compile done: skip what cannot differ."""
         if self.rules.measure_all:
             return
@@ -197,14 +250,14 @@ class Pairing:
         for sj in pair:
             sj.outputs.timing_skipped = reason
             sj.drop_held()
-            sj.dropped(self.loop.drop(lambda t, side=sj.side: t.side == side
+            sj.dropped(loop.drop(lambda t, side=sj.side: t.side == side
                                       and ident(t.job) == key
                                       and t.kind not in ("warm_start", "remote")))
-            self.loop.settle(sj)
+            loop.settle(sj)
 
     # --- follow-ups ------------------------------------------------------------------------
 
-    def follow_up(self, sj: SideJob, key: Ident) -> bool:
+    def follow_up(self, sj: SideJob, key: Ident, loop: Loop) -> bool:
         """Once both sides have run everything, ask (once) whether more processes would settle
         the model: ``extra_timing`` more timing processes (``follow_up``, where both sides
         timed) and ``extra_cold`` more cold compiles (``cold_follow_up``, where both sides
@@ -219,16 +272,16 @@ class Pairing:
             # nothing to ask of this side, so nothing of the pair: a partner that waited
             # for it to decide is finished too
             if other.idle and not other.followed_up:
-                self.loop.finish(other)
+                loop.finish(other)
             return False
         if not other.idle:
             return True  # its partner is still measuring: decide when both are in
-        queued = self._ask_all(sj, self.pair(key))
+        queued = self._ask_all(sj, self.pair(key), loop)
         if not queued:
-            self.loop.finish(other)
+            loop.finish(other)
         return queued
 
-    def _ask_all(self, sj: SideJob, pair: list[SideJob]) -> bool:
+    def _ask_all(self, sj: SideJob, pair: list[SideJob], loop: Loop) -> bool:
         """Ask each question that applies to both sides; queue what an answer asks for."""
         for o in pair:
             o.followed_up = True
@@ -246,7 +299,7 @@ class Pairing:
                 o.outputs.notes.append(f"{extra} more {what} a side: {why}")
                 own = o.opts.own(kind)
                 for k in range(own + 1, own + extra + 1):
-                    self.loop.push(o, kind, k)
+                    loop.push(o, kind, k)
         return queued
 
     def askers(self, sj: SideJob, only: Kind | None = None) -> list[Asker]:
@@ -263,7 +316,7 @@ class Pairing:
 
     # --- the profile process ---------------------------------------------------------------
 
-    def profile(self, sj: SideJob, key: Ident) -> bool:
+    def profile(self, sj: SideJob, key: Ident, loop: Loop) -> bool:
         """Once both sides have run everything (follow-ups included), ask once whether the
         model gets a profile process a side (``compiler/kernels.py``): every timed model with
         ``profile_kernels``, else one whose verdict ``profile`` says warrants it (a change in
@@ -289,10 +342,10 @@ class Pairing:
         for o in timed:
             if not r.profile_kernels:
                 o.outputs.notes.append(f"kernel profile: {why}")
-            self.loop.push(o, "profile", 1)
+            loop.push(o, "profile", 1)
         for o in pair:
             if o is not sj and o not in timed:
-                self.loop.finish(o)
+                loop.finish(o)
         return sj in timed
 
     @staticmethod

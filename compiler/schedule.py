@@ -5,9 +5,12 @@ and ``pr`` all measure through ``measure_jobs``, which composes three rooms:
   device lock; they know nothing of base and head;
 - a job (``compiler/job.py``): one side's (model, config), its processes, cache dirs and held
   timing processes, and what is still to run;
-- the pairing (``compiler/pairing.py``), only with two sides: ABBA order, scans, the
-  unchanged-by-construction skips, the eager reference and follow-ups. A single-side run never
-  enters it.
+- the pairing (``compiler/pairing.py``): with two sides ABBA order, scans, the
+  unchanged-by-construction skips, the eager reference and follow-ups (``Pairing``); with one,
+  none of them (``Alone``).
+
+The loop is handed its launcher and its pairing; it hands itself to the pairing's calls that
+queue or finish work.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from compilewatch.compiler import cpus
 from compilewatch.compiler.job import JobRun, RunOptions, SideJob, Where, precheck
 from compilewatch.compiler.lanes import Ident, Kind, Lanes, Task, ident
-from compilewatch.compiler.pairing import Pairing, PairRules
+from compilewatch.compiler.pairing import Alone, Pairing, PairRules
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.processes import Isolation, Launch, Launcher, worker_env
 from compilewatch.compiler.protocol import COMPILE_PATH, WorkerOutput
@@ -99,6 +102,30 @@ class LoopEvent:
     total: int = 0
 
 
+class Workers(Protocol):
+    """What the loop needs of a launcher (``compiler/processes.py`` ``Launcher``): a folder
+    per process, a process run, and an abort that kills what still runs."""
+
+    root: Path
+
+    def workdir(self, name: str) -> Path: ...
+
+    def run(self, launch: Launch, on_phase: Callable[[str], None]
+            ) -> tuple[WorkerOutput, float]: ...
+
+    def abort(self) -> None: ...
+
+    def prepare(self, python: str, env: dict[str, str]) -> None: ...
+
+    def __enter__(self) -> Workers: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+# how ``measure_jobs`` makes its launcher: ``Launcher``'s arguments (isolation, preload,
+# on_note, needs_cuda); tests pass one that starts no process
+MakeWorkers = Callable[..., Workers]
+
 OnEvent = Callable[[LoopEvent], None]
 Ran = tuple[Task, WorkerOutput | None, float]
 STAGE = {"scan": -1, "cold": 0, "timing": 1, "warm_start": 2, "remote": 3, "profile": 4}
@@ -109,7 +136,8 @@ class Loop:
     are two sides."""
 
     def __init__(self, sides: Sequence[SideJobs], settings: LoopSettings, on_event: OnEvent,
-                 launcher: Launcher, groups: cpus.CoreGroups | None = None) -> None:
+                 launcher: Workers, pairing: Alone,
+                 groups: cpus.CoreGroups | None = None) -> None:
         self.sides = {s.name: s for s in sides}
         self.settings = settings
         self.on_event = on_event
@@ -117,13 +145,9 @@ class Loop:
         self.lanes = Lanes(compile_slots=settings.compile_slots, overlap=settings.overlap,
                            timing_ahead=settings.timing_ahead, groups=groups,
                            gpus=settings.gpus, fixed_gpus=len(sides) == 1)
-        self.pairing: Pairing | None = None
-        if len(sides) == 2:
-            self.pairing = Pairing((sides[0].name, sides[1].name),
-                                   (sides[0].opts, sides[1].opts), settings.pair_rules(), self)
-        # every (side, model) in flight; with two sides the pairing looks at the same ones
-        self.jobs: dict[tuple[str, Ident], SideJob] = \
-            self.pairing.jobs if self.pairing is not None else {}
+        self.pairing = pairing
+        # every (side, model) in flight: the pairing looks at the same ones
+        self.jobs = pairing.jobs
         self.finished = 0
         self.results: dict[str, list[JobRun]] = {s.name: [] for s in sides}
         self._seq = itertools.count()
@@ -137,19 +161,18 @@ class Loop:
         every = [job for side in self.sides.values() for job in side.jobs]
         order = longest_first(every, self.settings.durations)
         for n, key in enumerate(order):
-            names = self.pairing.in_order(n) if self.pairing is not None else list(self.sides)
+            names = self.pairing.in_order(n)
             jobs = {name: job for name in names
                     if (job := next((j for j in self.sides[name].jobs if ident(j) == key),
                                     None))}
-            scans = self.pairing is not None and self.pairing.scans(jobs) and not any(
+            scans = self.pairing.scans(jobs) and not any(
                 precheck(job, self.sides[name].opts) for name, job in jobs.items())
             for name, job in jobs.items():
                 self._plan_job(self._side_job(self.sides[name], job, n), scans)
 
     def _side_job(self, side: SideJobs, job: Job, order: int) -> SideJob:
-        most = self.pairing.most_timing(side.opts) if self.pairing is not None \
-            else side.opts.timing_processes
-        sj = SideJob(side.name, job, side.opts, order, self.launcher.workdir, most)
+        sj = SideJob(side.name, job, side.opts, order, self.launcher.workdir,
+                     self.pairing.most_timing(side.opts))
         self.jobs[(side.name, ident(job))] = sj
         return sj
 
@@ -168,9 +191,7 @@ class Loop:
         scan goes first: each may save a model's whole measurement. Among two sides, the
         pairing ranks a pair's cold compiles and timing processes."""
         timing = kind in ("timing", "profile") or sj.opts.times_in_cold(kind, index)
-        rank = 0
-        if self.pairing is not None and (timing or kind == "cold"):
-            rank = self.pairing.rank(sj.side, sj.order, index)
+        rank = self.pairing.rank(sj.side, sj.order, index) if timing or kind == "cold" else 0
         if kind == "scan":
             priority: tuple[int, ...] = (-1, sj.order, next(self._seq))
         elif self.settings.overlap and not timing:
@@ -205,9 +226,9 @@ class Loop:
         sj.ended()
         sj.outputs.seconds += seconds
         if task.kind == "scan":
-            assert output is not None and self.pairing is not None
+            assert output is not None
             sj.outputs.scan = output
-            self.pairing.scan_done(key)
+            self.pairing.scan_done(key, self)
             return
         if task.kind in ("cold", "timing") and sj.follow_up_failed(task, output):
             self.settle(sj)
@@ -237,16 +258,15 @@ class Loop:
         a side may wait for its partner's: ``Pairing.waits``)."""
         sjs = [sj for name in self.sides if (sj := self.jobs.get((name, key))) is not None
                and not sj.done]
-        if self.pairing is not None and self.pairing.waits(key):
+        if self.pairing.waits(key):
             return
-        reference = self.pairing.reference(key) if self.pairing is not None else None
+        reference = self.pairing.reference(key)
         for sj in sjs:
             if sj.outputs.cold and not sj.planned:
                 sj.reference = reference
                 for kind, index in sj.plan_rest():
                     self.push(sj, kind, index)
-        if self.pairing is not None:
-            self.pairing.skip_timing(key)
+        self.pairing.skip_timing(key, self)
         for sj in sjs:  # the partner that waited may have nothing more to run
             self.settle(sj)
 
@@ -255,7 +275,7 @@ class Loop:
         processes a follow-up just queued."""
         if not sj.idle or sj.done:
             return
-        if self.pairing is not None and self.pairing.follow_up(sj, ident(sj.job)):
+        if self.pairing.follow_up(sj, ident(sj.job), self):
             return
         self.finish(sj)
 
@@ -263,22 +283,9 @@ class Loop:
         """Finish a job whose processes are all in, unless a profile process is still to run
         (or, with two sides, to be decided with its partner). Once: deciding a profile for a
         pair may finish the partner that asked."""
-        if sj.done or self._profiles(sj):
+        if sj.done or self.pairing.profile(sj, ident(sj.job), self):
             return
         self._done(sj, sj.finished(self.settings.compile_slots > 1))
-
-    def _profiles(self, sj: SideJob) -> bool:
-        """Whether ``sj`` waits for a profile process (``compiler/kernels.py``): with two
-        sides the pairing decides; alone, every timed model with ``profile_kernels``."""
-        if self.pairing is not None:
-            return self.pairing.profile(sj, ident(sj.job))
-        if sj.profile_asked:
-            return not sj.idle
-        sj.profile_asked = True
-        if not (self.settings.profile_kernels and sj.timed()):
-            return False
-        self.push(sj, "profile", 1)
-        return True
 
     def _done(self, sj: SideJob, run: JobRun) -> None:
         sj.done, sj.result = True, run
@@ -301,8 +308,7 @@ class Loop:
     def _run(self, task: Task, cores: tuple[int, ...] = ()) -> Ran:
         """One process, on a thread of the lanes' pool."""
         sj = self.jobs[(task.side, ident(task.job))]
-        reference_code = self.pairing.reference_code() if self.pairing is not None else None
-        spec = sj.spec(task, self._where(sj, cores, task.gpu), reference_code)
+        spec = sj.spec(task, self._where(sj, cores, task.gpu), self.pairing.reference_code())
         cache_dir = sj.profile_cache() if task.kind == "profile" else sj.task_cache(task)
         name = f"{task.side}-{task.job.suite.name}-{task.job.spec.name}-{task.job.config.slug}" \
                f"-{task.kind}{task.index}"
@@ -378,9 +384,17 @@ def _core_groups(sides: Sequence[SideJobs], settings: LoopSettings, pinned: Sequ
     return groups
 
 
+def pairing_of(sides: Sequence[SideJobs], settings: LoopSettings) -> Alone:
+    """Two sides are paired; one is alone."""
+    if len(sides) == 2:
+        return Pairing((sides[0].name, sides[1].name), (sides[0].opts, sides[1].opts),
+                       settings.pair_rules())
+    return Alone(tuple(s.name for s in sides), settings.pair_rules())
+
+
 def measure_jobs(sides: Sequence[SideJobs], settings: LoopSettings = LoopSettings(),
-                 on_event: OnEvent = lambda _: None, preload: Sequence[str] = ()
-                 ) -> dict[str, list[JobRun]]:
+                 on_event: OnEvent = lambda _: None, preload: Sequence[str] = (),
+                 launcher: MakeWorkers = Launcher) -> dict[str, list[JobRun]]:
     """Measure every side's jobs; results per side in the jobs' own order."""
     def note(text: str) -> None:
         on_event(LoopEvent("note", "", None, text))
@@ -399,11 +413,12 @@ def measure_jobs(sides: Sequence[SideJobs], settings: LoopSettings = LoopSetting
              "launch-bound model's time waits on them; name fewer with --pin-cpus or time on "
              "fewer GPUs with --gpus")
     with cpus.away(pinned, groups.rest if groups else ()), \
-            Launcher(settings.isolation, [*preload, *_compile_path(sides)], on_note=note,
-                     needs_cuda=needs_cuda) as launcher:
+            launcher(settings.isolation, [*preload, *_compile_path(sides)], on_note=note,
+                     needs_cuda=needs_cuda) as workers:
         for side in sides:
-            launcher.prepare(side.opts.executable, worker_env(Path(), side.opts.extra_env))
-        results = Loop(sides, settings, on_event, launcher, groups).run()
+            workers.prepare(side.opts.executable, worker_env(Path(), side.opts.extra_env))
+        results = Loop(sides, settings, on_event, workers, pairing_of(sides, settings),
+                       groups).run()
     for side in sides:  # the jobs' own order, whatever order they finished in
         pos = {ident(j): i for i, j in enumerate(side.jobs)}
         results[side.name].sort(key=lambda r: pos.get(

@@ -88,6 +88,13 @@ class GitInfo(_Model):
     dirty: bool | None = None
 
 
+# how a side is measured unless asked otherwise: the command line's defaults, the library's
+# (``MeasureOptions``) and the loop's (``RunOptions``), written here once
+DEFAULT_ROUNDS = 30  # interleaved eager/compiled rounds a timing process
+DEFAULT_BLOCK_MS = 20.0  # the target wall time of one timed block
+DEFAULT_TIMEOUT_S = 900.0  # one worker process (one model, one phase)
+
+
 class RunSettings(_Model):
     suites: list[Short] = Field(default_factory=list, max_length=64)
     timeout_s: Seconds

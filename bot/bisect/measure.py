@@ -19,18 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from compilewatch.bot.checkout.worktrees import worktrees
-from compilewatch.bot.commands.pr import SidePlan, plan_side, side_sources
+from compilewatch.bot.commands.pr import side_sources
 from compilewatch.bot.judge.bisection import Candidate
 from compilewatch.bot.measure.harness import (
     Measuring,
     OnProgress,
-    build_results,
-    code_record,
     collect_environment,
     measure_sides,
     side_code,
 )
-from compilewatch.bot.measure.listing import modules_of
+from compilewatch.bot.measure.side import Side as SidePlan
+from compilewatch.bot.measure.side import plan_side
 from compilewatch.compiler import overrides
 from compilewatch.compiler.schedule import JobRun, SideJobs
 from compilewatch.core.errors import CompilewatchError
@@ -100,7 +99,7 @@ def measure_step(setup: Setup, sides: list[Side], measuring: Measuring,
             else:
                 plans[s.name] = plan
         jobs = [SideJobs(s.name, plans[s.name].jobs, measuring.run_options(
-            s.python, code=code_of(setup, trees[s.name]), home_root=setup.repo.resolve(),
+            s.python, code=plans[s.name].code, home_root=setup.repo.resolve(),
             extra_env=env_of(s), **dict(run_extra or {})))
             for s in sides if s.name in plans]
         pythons = {s.python for s in sides if s.name in plans}
@@ -110,9 +109,8 @@ def measure_step(setup: Setup, sides: list[Side], measuring: Measuring,
                              progress=setup.progress) if jobs else {}
         for s in sides:
             if s.name in plans:
-                out[s.name] = Measured(_results(setup, s, plans[s.name], trees[s.name],
-                                                envs[s.name], measuring,
-                                                done.get(s.name, [])))
+                out[s.name] = Measured(_results(setup, s, plans[s.name], envs[s.name],
+                                                measuring, done.get(s.name, [])))
     runs = [m.run for m in out.values() if m.run is not None]
     if runs and not setup.no_db:
         store_runs(setup.db_url, *runs)
@@ -124,10 +122,8 @@ def side_plan(setup: Setup, side: Side, tree: Path, measuring: Measuring
     """The side's jobs for the asked models, or why there are none at this candidate."""
     try:
         sources = side_sources(setup.suites, tree)
-        plan = plan_side(sources, device=measuring.device, models=setup.models,
-                         tasks=measuring.tasks, python=side.python,
-                         code=code_of(setup, tree),
-                         training_builtin_only=measuring.training_builtin_only)
+        plan = plan_side(sources, code_of(setup, tree), measuring, python=side.python,
+                         models=setup.models, strict=False, tree=tree)
     except CompilewatchError as e:
         return None, f"does not load: {str(e).splitlines()[0][:300]}"
     if not plan.jobs:
@@ -144,27 +140,19 @@ def env_of(side: Side) -> dict[str, str]:
     return {overrides.ENV: overrides.encode(side.overrides)} if side.overrides else {}
 
 
-def _results(setup: Setup, side: Side, plan: SidePlan, tree: Path, env: Environment,
+def _results(setup: Setup, side: Side, plan: SidePlan, env: Environment,
              measuring: Measuring, runs: list[JobRun]) -> RunResults:
     models = [j.result for j in runs]
     git = {"commit": side.commit, "ref": None, "dirty": False,
            "repository": setup.repository}
-    results = build_results(models, env=env, git=git, sources=_shown(plan.sources, tree),
-                            options=measuring, started=setup.started, trigger="bisect",
-                            host=setup.host, code=code_record(code_of(setup, tree),
-                                                              modules_of(plan.suites), models))
+    results = plan.results(models, env=env, git=git, options=measuring,
+                           started=setup.started, trigger="bisect", host=setup.host)
     if side.overrides:  # the flags a step applied are part of what it measured
         note = f"inductor config set: {json.dumps(dict(side.overrides), default=str)}"
         results = results.model_copy(update={"results": [
             r.model_copy(update={"notes": [*r.notes, note[:8000]][:64]})
             for r in results.results]})
     return results
-
-
-def _shown(sources: list[str], tree: Path) -> list[str]:
-    """Suite files relative to the worktree: its temp path is gone after the step."""
-    root = str(tree)
-    return [s[len(root):].lstrip("/") if s.startswith(root) else s for s in sources]
 
 
 def with_processes(measuring: Measuring, metric_timed: str | None, processes: int) -> Measuring:

@@ -30,6 +30,22 @@ ARGV = "compilewatch.argv"  # ctx.meta key: the arguments the top-level group wa
 NO_COLOR = "compilewatch.no_color"  # ctx.meta key, set by --no-color on the group or a command
 
 
+@dataclasses.dataclass(frozen=True)
+class Collaborators:
+    """What the measuring commands are handed beside their flags: the launcher that starts
+    their processes (None: the real one, ``compiler/processes.py``). Whoever embeds the
+    command line passes its own as click's ``obj`` (a test: one that starts no process)."""
+
+    launcher: Callable[..., Any] | None = None
+
+
+def collaborators() -> dict[str, Any]:
+    """The keyword arguments a measuring command gets from the caller's ``Collaborators``."""
+    ctx = click.get_current_context(silent=True)
+    found = ctx.find_object(Collaborators) if ctx is not None else None
+    return {"launcher": found.launcher} if found is not None and found.launcher else {}
+
+
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 

@@ -14,6 +14,7 @@ from compilewatch.bot.cli.base import (
     DB_HELP,
     PR_NUMBER,
     bounded,
+    collaborators,
     color_option,
     handed_over,
     handle_errors,
@@ -24,7 +25,17 @@ from compilewatch.bot.cli.base import (
     stacked,
     url_option,
 )
-from compilewatch.core.schema import DEVICES, DTYPES, DYNAMIC, MAX_MODEL_SAMPLES, MODES, TASKS
+from compilewatch.core.schema import (
+    DEFAULT_BLOCK_MS,
+    DEFAULT_ROUNDS,
+    DEFAULT_TIMEOUT_S,
+    DEVICES,
+    DTYPES,
+    DYNAMIC,
+    MAX_MODEL_SAMPLES,
+    MODES,
+    TASKS,
+)
 
 # The largest value of each measuring option: past them a run is no measurement, or its
 # results would not fit the results file (``bot/measure/harness.py``: ``Measuring.check``).
@@ -40,14 +51,14 @@ measure_options = stacked(
     click.option("--device", type=click.Choice(DEVICES), default="cpu",
                  show_default=True, help="Device to compile for."),
     click.option("--timeout", "timeout_s", type=bounded(float, 0, MAX_TIMEOUT_S, above=True),
-                 default=900.0, show_default=True,
+                 default=DEFAULT_TIMEOUT_S, show_default=True,
                  help="Seconds one worker process (one model, one phase) may take before it "
                       "is killed and recorded as a timeout."),
-    click.option("--rounds", type=bounded(int, 1, MAX_ROUNDS), default=30,
+    click.option("--rounds", type=bounded(int, 1, MAX_ROUNDS), default=DEFAULT_ROUNDS,
                  show_default=True,
                  help="Interleaved eager/compiled timing rounds per model."),
     click.option("--block-ms", type=bounded(float, 0, MAX_BLOCK_MS, above=True),
-                 default=20.0, show_default=True,
+                 default=DEFAULT_BLOCK_MS, show_default=True,
                  help="Target wall time of one timed block of back-to-back calls."),
     click.option("--processes", "timing_processes", type=bounded(int, 0, MAX_PROCESSES),
                  default=None,
@@ -314,7 +325,7 @@ def run_cmd(allow_empty: bool, remote_cache_write: bool, **kwargs: Any) -> None:
     from compilewatch.bot.cli.progress import ProgressDisplay
 
     with handed_over(req) as req, ProgressDisplay(measure.quiet, console) as progress:
-        results = run_command(req, progress=progress)
+        results = run_command(req, progress=progress, **collaborators())
     if not measure.quiet:
         console.print(summary_table(results, width=console.width))
         console.print(f"results: {kwargs['out']}", markup=False)
@@ -389,7 +400,7 @@ def nightly_cmd(**kwargs: Any) -> None:
     with ProgressDisplay(measure.quiet) as progress:
         report = nightly_command(NightlyRequest(measure=measure, publish=publish, **shards,
                                                 **kwargs),
-                                 progress=progress)
+                                 progress=progress, **collaborators())
     if not measure.quiet:
         _print_nightly(report)
     job_summary(lambda: _nightly_summary(report))
@@ -460,7 +471,7 @@ def calibrate_cmd(**kwargs: Any) -> None:
 
     with ProgressDisplay(measure.quiet) as progress:
         runs, bands = calibrate_command(CalibrateRequest(measure=measure, **kwargs),
-                                        progress=progress)
+                                        progress=progress, **collaborators())
     click.echo(f"run{'s' if len(runs) > 1 else ''} {', '.join(r.run_id for r in runs)}: "
                f"noise bands of {len(bands)} model(s), environment "
                f"{runs[0].environment.fingerprint[:12]}")
@@ -558,7 +569,7 @@ def pr_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.cli.progress import ProgressDisplay
 
     with handed_over(req) as req, ProgressDisplay(measure.quiet) as progress:
-        comparison = pr_command(req, progress=progress)
+        comparison = pr_command(req, progress=progress, **collaborators())
     if not measure.quiet:
         console = make_console()
         console.print(build_table(comparison, console.width))

@@ -18,28 +18,19 @@ from __future__ import annotations
 
 import math
 import sys
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compilewatch.bot.checkout import git as gitutil
+from compilewatch.bot.judge.project import load_project_config
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
     OnProgress,
-    build_results,
-    code_record,
-    collect_environment,
-    measure_sides,
-    now,
-    preflight,
-    project_tasks,
-    side_code,
     suite_sources,
 )
-from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code
-from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.schedule import SideJobs
+from compilewatch.bot.measure.side import Checkout, measure_side
+from compilewatch.compiler.processes import Launcher
+from compilewatch.compiler.schedule import MakeWorkers
 from compilewatch.core import estimates
 from compilewatch.core.errors import UsageError
 from compilewatch.core.estimates import Prior
@@ -109,7 +100,8 @@ def model_bands(results: list[ModelResult]) -> dict[str, Prior]:
     return {**out, **shared_bands(results)} if out else {}
 
 
-def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = None
+def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = None,
+                      launcher: MakeWorkers = Launcher
                       ) -> tuple[list[RunResults], dict[Ident, dict[str, Prior]]]:
     """Measure the checkout on ``sides`` independent sides of many processes each, store the
     runs (one a side) and the noise bands."""
@@ -123,28 +115,20 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
     # band is learned from timing alone; an explicit count stands, 0 timing processes (cold
     # compiles' bands only) included
     asked = req.measure
+    project = load_project_config(req.repo)  # read once: tasks, suites, import paths
     options = MeasureOptions(**{
         **asked.__dict__,
         "timing_processes": n if asked.timing_processes is None else asked.timing_processes,
         "cold_processes": n if asked.cold_processes is None else asked.cold_processes,
-        "measure_all": True, "profile_kernels": False}).resolve(project_tasks(req.repo))
-    sources = suite_sources(req.suites, req.repo)
-    code = side_code(req.repo, allow_installed=options.allow_installed)
-    suites = load_suites(sources, python=req.python, code=code)
-    jobs = plan_jobs(suites, device=options.device, models=req.models, tasks=options.tasks,
-                     training_builtin_only=options.training_builtin_only)
-    env = collect_environment(req.python)
-    started = now()
-    host, options = preflight(options, env, req.python)
-    names = [f"run{i + 1}" for i in range(sides)] if sides > 1 else ["run"]
-    measured = measure_sides([SideJobs(name, jobs, options.run_options(req.python, code=code))
-                              for name in names], options, progress=progress)
-    git = gitutil.head_info(req.repo)
-    runs = [build_results(models := [j.result for j in measured[name]], env=env, git=git,
-                          sources=sources, options=options, started=started,
-                          run_id=uuid.uuid4().hex, host=host,
-                          code=code_record(code, modules_of(suites), models))
-            for name in names]
+        "measure_all": True, "profile_kernels": False}).resolve(tuple(project.tasks))
+    names = tuple(f"run{i + 1}" for i in range(sides)) if sides > 1 else ("run",)
+    measured = measure_side(
+        Checkout(req.repo, suite_sources(req.suites, req.repo, project), python=req.python,
+                 models=req.models, allow_installed=options.allow_installed, names=names,
+                 project=project,
+                 db_url=req.db_url),
+        options, progress=progress, launcher=launcher)
+    runs = [measured.results[name] for name in names]
     check_own_code(*runs)
     by_model: dict[Ident, list[ModelResult]] = {}
     for run in runs:
@@ -153,5 +137,6 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
     bands = {ident: b for ident, rs in by_model.items() if (b := model_bands(rs))}
     store_runs(req.db_url, *runs)
     with connect(req.db_url) as db:
-        save_noise_bands(db, fingerprint=env.fingerprint, run_id=runs[0].run_id, bands=bands)
+        save_noise_bands(db, fingerprint=measured.env.fingerprint, run_id=runs[0].run_id,
+                         bands=bands)
     return runs, bands

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,37 +25,27 @@ from compilewatch.bot.cache.publish import (
     record,
     verified_only,
 )
-from compilewatch.bot.checkout import git as gitutil
 from compilewatch.bot.github.client import open_github
-from compilewatch.bot.judge.project import load_project_config
+from compilewatch.bot.judge.project import ProjectConfig, load_project_config
 from compilewatch.bot.measure.harness import (
     MeasureOptions,
     Measuring,
     OnProgress,
-    build_results,
-    code_record,
-    collect_environment,
-    measure_sides,
-    now,
-    preflight,
-    project_tasks,
-    side_code,
     suite_sources,
 )
-from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
 from compilewatch.bot.measure.remote import RemoteCacheOptions
 from compilewatch.bot.measure.remote import setup as remote_setup
-from compilewatch.bot.shards.durations import loop_durations
+from compilewatch.bot.measure.side import Checkout, measure_side
 from compilewatch.bot.shards.plan import ShardOptions
-from compilewatch.bot.shards.select import empty_shard, plan_shard, stamped
+from compilewatch.bot.shards.select import empty_shard
 from compilewatch.compiler import artifacts as art
-from compilewatch.compiler.plan import plan_jobs
-from compilewatch.compiler.schedule import JobRun, SideJobs
+from compilewatch.compiler.processes import Launcher
+from compilewatch.compiler.schedule import JobRun, MakeWorkers
 from compilewatch.core import signing
 from compilewatch.core.errors import UsageError
 from compilewatch.core.results_file import save_results
-from compilewatch.core.schema import ModelResult, RunResults
+from compilewatch.core.schema import RunResults
 
 
 @dataclass(frozen=True)
@@ -108,67 +97,57 @@ class NightlyRequest:
 
 
 def measure_nightly(req: NightlyRequest, measuring: Measuring,
-                    progress: OnProgress | None = None
+                    progress: OnProgress | None = None, launcher: MakeWorkers = Launcher,
+                    project: ProjectConfig | None = None
                     ) -> tuple[RunResults, art.Manifest, list[JobRun]]:
     """Run the suites with artifact saving + verification; write OUT/results.json and
-    OUT/artifacts/manifest.json (after every model too)."""
+    OUT/artifacts/manifest.json (after every model too). ``project``: the repository's
+    configuration, where the caller has read it."""
     out = req.out
+    project = project or load_project_config(req.repo)
     shared = remote_setup(req.remote_cache, runs_pr_code=False,
-                          trusted_keys=load_project_config(req.repo).cache_public_keys)
-    sources = suite_sources(req.suites, req.repo)
-    code = side_code(req.repo, allow_installed=req.measure.allow_installed)
-    suites = load_suites(sources, python=req.python, code=code)
-    jobs = plan_jobs(suites, device=req.measure.device, models=req.models,
-                     tasks=measuring.tasks, training_builtin_only=measuring.training_builtin_only)
-    git = gitutil.head_info(req.repo)
-    shard = plan_shard(req.shard, [jobs], db_url=req.db_url, no_db=req.no_db,
-                       group_parts=(str(git.get("commit")),))
-    jobs = shard.keep(jobs) if shard is not None else jobs
-    env = collect_environment(req.python)
-    started, run_id = now(), uuid.uuid4().hex
-    host, measuring = preflight(measuring, env, req.python)
-    # after the preflight: its lanes decide the timing cores (one a GPU lane)
-    opts = measuring.run_options(req.python, artifact_dir=out / "artifacts",
-                                   diagnostics_dir=out / "diagnostics", diagnostics_base=out,
-                                   code=code, remote=shared)
-
-    def results_of(models: list[ModelResult], finished: bool) -> RunResults:
-        return stamped(shard, build_results(
-            models, env=env, git=git, sources=sources, options=measuring, started=started,
-            trigger="nightly", run_id=run_id, host=host, finished=finished,
-            code=code_record(code, modules_of(suites), models),
-            remote_cache=shared.role if shared else None))
-
-    def write(done: list[JobRun], finished: bool) -> tuple[RunResults, art.Manifest]:
-        """The results file and the manifest; also after each model (``finished=False``), so a
-        job killed later keeps its results and publishable artifacts."""
-        results = results_of([j.result for j in done], finished=finished)
-        man = build_manifest(done, env, git.get("commit"))
+                          trusted_keys=project.cache_public_keys)
+    checkout = Checkout(req.repo, suite_sources(req.suites, req.repo, project),
+                        python=req.python, models=req.models, project=project,
+                        allow_installed=req.measure.allow_installed,
+                        trigger="nightly", allow_empty=req.allow_empty, shard=req.shard,
+                        db_url=req.db_url, no_db=req.no_db,
+                        remote_cache=shared.role if shared else None)
+    def write(results: RunResults, done: list[JobRun]) -> tuple[RunResults, art.Manifest]:
+        """The results file and the manifest; also after each model (results not finished),
+        so a job killed later keeps its results and publishable artifacts."""
+        man = build_manifest(done, results.environment, results.git.commit)
         save_results(results, out / "results.json")
         art.write_manifest(man, out / "artifacts" / art.MANIFEST_NAME)
         return results, man
 
-    runs = measure_sides([SideJobs("run", jobs, opts)], measuring, progress=progress,
-                         durations=loop_durations(req.shard.durations, req.db_url,
-                                                  env.fingerprint),
-                         on_done=lambda done: write(done["run"], finished=False))["run"]
-    return (*write(runs, finished=True), runs)
+    def checkpoint(runs: dict[str, RunResults], done: dict[str, list[JobRun]]) -> None:
+        write(runs["run"], done["run"])
+
+    measured = measure_side(
+        checkout, measuring, progress=progress, launcher=launcher, checkpoint=checkpoint,
+        run_extra=lambda env, run_id: {"artifact_dir": out / "artifacts",
+                                       "diagnostics_dir": out / "diagnostics",
+                                       "diagnostics_base": out, "remote": shared})
+    return (*write(measured.results["run"], measured.runs["run"]), measured.runs["run"])
 
 
-def nightly_command(req: NightlyRequest, *, progress: OnProgress | None = None
-                    ) -> NightlyReport:
+def nightly_command(req: NightlyRequest, *, progress: OnProgress | None = None,
+                    launcher: MakeWorkers = Launcher) -> NightlyReport:
     """Measure + build + verify (unless ``publish_only``), then sign and publish what was
     verified."""
     pub = req.publish
     if pub.to_release and not pub.repo:
         raise UsageError("--publish-release needs --repo OWNER/NAME")
     key = signing_key(pub.signing_key_env, pub.signing_key_file) if pub.any else None
-    measuring = None if req.publish_only else req.measure.resolve(project_tasks(req.repo))
+    # the repository's configuration, read once: tasks, keys, suites, import paths
+    project = None if req.publish_only else load_project_config(req.repo)
+    measuring = None if project is None else req.measure.resolve(tuple(project.tasks))
     folder = req.out / "artifacts"
     tag = pub.tag or f"{pub.tag_prefix}{dt.datetime.now(dt.UTC):%Y%m%d}"
     results: RunResults | None = None
     if measuring is not None:
-        results, man, runs = measure_nightly(req, measuring, progress)
+        results, man, runs = measure_nightly(req, measuring, progress, launcher, project)
         check_own_code(results)
         # before storing or publishing
         check_something_measured(results, req.allow_empty or empty_shard(results))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
-import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable
@@ -44,8 +43,6 @@ from compilewatch.bot.measure.harness import (
     MeasureOptions,
     Measuring,
     OnProgress,
-    build_results,
-    code_record,
     collect_environment,
     measure_sides,
     now,
@@ -54,27 +51,25 @@ from compilewatch.bot.measure.harness import (
     side_code,
     suite_sources,
 )
-from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_own_code, check_something_measured
 from compilewatch.bot.measure.remote import RemoteCacheOptions
 from compilewatch.bot.measure.remote import setup as remote_setup
+from compilewatch.bot.measure.side import Side, plan_side
 from compilewatch.bot.render import diagnostics
 from compilewatch.bot.render.formats import render
 from compilewatch.bot.shards.durations import loop_durations
 from compilewatch.bot.shards.plan import ShardOptions
 from compilewatch.bot.shards.select import empty_shard, plan_shard, stamped
-from compilewatch.compiler.plan import Job, plan_jobs
+from compilewatch.compiler.processes import Launcher
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.remotestore import SharedCache
-from compilewatch.compiler.schedule import JobRun, SideJobs
+from compilewatch.compiler.schedule import JobRun, MakeWorkers, SideJobs
 from compilewatch.compiler.tempdirs import owned_temporary
 from compilewatch.core.errors import GitError, SuiteError, UsageError
 from compilewatch.core.names import unmatched_models
 from compilewatch.core.results_file import dumps_results, save_results
 from compilewatch.core.schema import Environment, RunResults
 from compilewatch.db import store_runs
-from compilewatch.suites.imports import SideCode
-from compilewatch.suites.loader import Suite
 
 SideName = Literal["base", "head"]
 SIDES: tuple[SideName, SideName] = ("base", "head")
@@ -91,13 +86,6 @@ class Refs:
     head: str
     pr: int | None = None
     base_tip: str = ""  # --base as given: its pinned keys are trusted, the merge-base's not
-
-
-@dataclass(frozen=True)
-class SidePlan:
-    sources: list[str]
-    jobs: list[Job]
-    suites: list[Suite] = field(default_factory=list)
 
 
 def resolve_refs(repo: Path, *, base: str | None, head: str | None, pr: int | None) -> Refs:
@@ -153,19 +141,7 @@ def side_sources(suites: Iterable[str], tree: Path) -> list[str]:
     return suite_sources(chosen, tree)
 
 
-def plan_side(sources: list[str], *, device: str, models: Iterable[str],
-              tasks: Iterable[str] = ("inference",), python: str = sys.executable,
-              code: SideCode | None = None, training_builtin_only: bool = False) -> SidePlan:
-    """Each suite of one side (by its worktree path) and its jobs. A built-in suite is ours and
-    loaded here; any other is the PR's code, listed by a process of its own from the side's
-    own ``code`` (``bot/measure/listing.py``)."""
-    suites = load_suites(sources, python=python, code=code)
-    return SidePlan(sources, plan_jobs(suites, device=device, models=models, tasks=tasks,
-                                       strict=False, training_builtin_only=training_builtin_only),
-                    suites)
-
-
-def check_models_matched(plans: Iterable[SidePlan], models: Iterable[str]) -> None:
+def check_models_matched(plans: Iterable[Side], models: Iterable[str]) -> None:
     """Every ``--model`` pattern must match a model on at least one side."""
     names = {j.spec.name for plan in plans for j in plan.jobs}
     unmatched = [p for p in models if not any(fnmatch.fnmatchcase(n, p) for n in names)]
@@ -213,16 +189,18 @@ Measure = Callable[..., dict[str, list[JobRun]]]
 Collect = Callable[[str], Environment]
 
 
-def pr_command(req: PrRequest, *, measure: Measure = measure_sides,
+def pr_command(req: PrRequest, *, measure: Measure | None = None,
                environment: Collect = collect_environment,
-               progress: OnProgress | None = None) -> Comparison:
+               progress: OnProgress | None = None,
+               launcher: MakeWorkers = Launcher) -> Comparison:
     """Measure merge-base and head through the one loop, interleaved, write the five output
     files, store both runs, compare.
 
-    ``measure`` and ``environment`` are parameters so tests can check the orchestration
-    (refs, worktrees, cleanup) without compiling anything; ``progress`` hears how measuring
-    goes.
+    ``measure`` (default: ``measure_sides`` with ``launcher``) and ``environment`` are
+    parameters so tests can check the orchestration (refs, worktrees, cleanup) without
+    compiling anything; ``progress`` hears how measuring goes.
     """
+    measure = measure or functools.partial(measure_sides, launcher=launcher)
     measuring = req.measure.resolve(project_tasks(req.repo))
     refs = resolve_refs(req.repo, base=req.base, head=req.head, pr=req.pr)
     check_outdir(req.out)
@@ -276,11 +254,9 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs,
         # each side's suites are listed by a child that imports torch (and the suites' own
         # packages): seconds each on a GPU runner, so both sides at once
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="listing") as pool:
-            futures = {s: pool.submit(plan_side, sources[s],
-                                      device=req.measure.device, models=req.models,
-                                      tasks=measuring.tasks, python=pythons[s],
-                                      code=codes[s],
-                                      training_builtin_only=measuring.training_builtin_only)
+            futures = {s: pool.submit(plan_side, sources[s], codes[s], measuring,
+                                      python=pythons[s], models=req.models, strict=False,
+                                      tree=trees[s])
                        for s in SIDES}
             envs, visible = _environments(measuring, pending)
             plans = {s: _planned(s, f) for s, f in futures.items()}
@@ -298,8 +274,7 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs,
         shard = plan_shard(req.shard, [plans[s].jobs for s in SIDES], db_url=req.db_url,
                            no_db=req.no_db, group_parts=(refs.base, refs.head))
         if shard is not None:
-            plans = {s: SidePlan(p.sources, shard.keep(p.jobs), p.suites)
-                     for s, p in plans.items()}
+            plans = {s: p.keep(shard.keep(p.jobs)) for s, p in plans.items()}
         changed = changed_files(req.repo, refs, trees)
         sides = [SideJobs(s, plans[s].jobs, measuring.run_options(
             pythons[s], warm_cache=warm[pythons[s]],
@@ -312,12 +287,10 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs,
             out = {}
             for s in SIDES:
                 models = [j.result for j in done.get(s, [])]
-                out[s] = stamped(shard, build_results(
+                out[s] = stamped(shard, plans[s].results(
                     models, env=envs[pythons[s]], git=_git(refs, s, req.repo),
-                    sources=_display(plans[s].sources, trees[s]), options=measuring,
-                    started=started, trigger="pr", side=s, host=host, finished=finished,
-                    code=code_record(codes[s], modules_of(plans[s].suites), models),
-                    remote_cache=shared.role if shared else None))
+                    options=measuring, started=started, trigger="pr", side=s, host=host,
+                    finished=finished, remote_cache=shared.role if shared else None))
             return out
 
         def checkpoint(done: dict[str, list[JobRun]]) -> None:
@@ -346,7 +319,7 @@ def _measure(req: PrRequest, measuring: Measuring, refs: Refs,
     return comparison, runs
 
 
-def _planned(side: SideName, future: Future[SidePlan]) -> SidePlan:
+def _planned(side: SideName, future: Future[Side]) -> Side:
     """A side's plan; a suite that cannot be listed names the side it failed on."""
     try:
         return future.result()
@@ -372,11 +345,6 @@ def _git(refs: Refs, side: SideName, repo: Path) -> dict[str, object]:
     ref = refs.base_ref if side == "base" else refs.head_ref
     return {"commit": commit, "ref": ref, "merge_base": refs.base, "pr": refs.pr, "dirty": False,
             "repository": gitutil.repository_of(repo)}
-
-
-def _display(sources: list[str], tree: Path) -> list[str]:
-    """Record suite files relative to the worktree: its temp path is gone after the run."""
-    return [os.path.relpath(s, tree) if s.startswith(str(tree)) else s for s in sources]
 
 
 def _finish(comparison: Comparison, runs: dict[SideName, RunResults],

@@ -17,24 +17,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from compilewatch.bot.judge.project import load_project_config
+from compilewatch.bot.judge.project import ProjectConfig, load_project_config
 from compilewatch.compiler import schedule
 from compilewatch.compiler.children import run_module
 from compilewatch.compiler.cpus import available as available_cpus
 from compilewatch.compiler.cpus import timing_cores
 from compilewatch.compiler.lanes import Ident
-from compilewatch.compiler.processes import Isolation, allowed_env, base_env
+from compilewatch.compiler.processes import Isolation, Launcher, allowed_env, base_env
 from compilewatch.compiler.reads import ChangedFiles
 from compilewatch.compiler.schedule import (
     JobRun,
     LoopEvent,
     LoopSettings,
+    MakeWorkers,
     RunOptions,
     SideJobs,
 )
 from compilewatch.core.errors import UsageError
 from compilewatch.core.followup import FollowUp
 from compilewatch.core.schema import (
+    DEFAULT_BLOCK_MS,
+    DEFAULT_ROUNDS,
+    DEFAULT_TIMEOUT_S,
     MAX_MODEL_SAMPLES,
     MAX_ORIGINS,
     MAX_SHORT_CHARS,
@@ -56,12 +60,14 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def suite_sources(suites: Iterable[str], repo: Path = Path(".")) -> list[str]:
-    """CLI suites, else the repository's ``[tool.compilewatch] suites``, else ``micro``."""
+def suite_sources(suites: Iterable[str], repo: Path = Path("."),
+                  project: ProjectConfig | None = None) -> list[str]:
+    """CLI suites, else the repository's ``[tool.compilewatch] suites``, else ``micro``
+    (``project``: the repository's configuration, where the command has read it)."""
     chosen = list(suites)
     if chosen:
         return chosen
-    project = load_project_config(repo)
+    project = project or load_project_config(repo)
     return [str(repo / s) if s.endswith(".py") else s for s in project.suites] or ["micro"]
 
 
@@ -71,12 +77,15 @@ def project_tasks(repo: Path = Path(".")) -> tuple[str, ...]:
 
 
 def side_code(tree: Path, *, home: Path | None = None,
-              allow_installed: Iterable[str] = ()) -> SideCode:
-    """One side's own code, from its checkout's pyproject: the folders its processes put
-    first on ``sys.path`` and the project's distribution name (``suites/imports.py``).
-    ``home``: the user's own checkout, when the side is another one (a ``pr`` worktree)."""
+              allow_installed: Iterable[str] = (),
+              project: ProjectConfig | None = None) -> SideCode:
+    """One side's own code, from its checkout's pyproject (``project``, where the command has
+    read it): the folders its processes put first on ``sys.path`` and the project's
+    distribution name (``suites/imports.py``). ``home``: the user's own checkout, when the
+    side is another one (a ``pr`` worktree)."""
     root = tree.resolve()
-    project = load_project_config(root)
+    project = load_project_config(root) if project is None else \
+        project.model_copy(update={"root": root})
     return SideCode(root=str(root), paths=tuple(str(p) for p in project.import_paths()),
                     home=str(home.resolve()) if home is not None else None,
                     distribution=project.distribution,
@@ -115,9 +124,9 @@ class MeasureOptions:
     """
 
     device: str = "cpu"
-    rounds: int = 30
-    block_ms: float = 20.0
-    timeout_s: float = 900.0
+    rounds: int = DEFAULT_ROUNDS
+    block_ms: float = DEFAULT_BLOCK_MS
+    timeout_s: float = DEFAULT_TIMEOUT_S
     cold_processes: int | None = None
     timing_processes: int | None = None  # 0: the cold process times itself (--no-warm)
     isolation: Isolation = "fork"
@@ -371,12 +380,14 @@ def measure_sides(sides: list[SideJobs], options: Measuring, *, same_environment
                   follow_up: FollowUp | None = None,
                   cold_follow_up: FollowUp | None = None,
                   durations: Mapping[Ident, float] | None = None,
-                  profile: FollowUp | None = None) -> dict[str, list[JobRun]]:
+                  profile: FollowUp | None = None,
+                  launcher: MakeWorkers = Launcher) -> dict[str, list[JobRun]]:
     """Measure through the one loop, telling ``progress`` how it goes; ``on_done`` gets the
     runs so far of every side after each model, so callers checkpoint and a job killed after
     hours keeps what it measured. ``durations``: each model's stored duration, the longest
     started first. ``profile``: with two sides, why a model gets a profile process a side
-    (``bot/judge/followup.py`` ``profile_asker``)."""
+    (``bot/judge/followup.py`` ``profile_asker``). ``launcher``: what starts the processes
+    (tests pass one that starts none)."""
     tell = progress or (lambda _: None)
     total = sum(len(s.jobs) for s in sides)
     done: dict[str, list[JobRun]] = {s.name: [] for s in sides}
@@ -402,7 +413,7 @@ def measure_sides(sides: list[SideJobs], options: Measuring, *, same_environment
     return schedule.measure_jobs(
         sides, options.loop_settings(same_environment, changed, follow_up, cold_follow_up,
                                      durations, profile),
-        on_event, preload_of(sides))
+        on_event, preload_of(sides), launcher)
 
 
 def build_results(model_results: list[Any], *, env: Environment, git: dict[str, Any] | None,

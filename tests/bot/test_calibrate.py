@@ -14,7 +14,6 @@ import pytest
 from compilewatch.bot.commands.calibrate import CalibrateRequest, bands_of, calibrate_command
 from compilewatch.bot.history.noise import noise_bands
 from compilewatch.bot.measure.harness import MeasureOptions
-from compilewatch.compiler import schedule
 from compilewatch.core.estimates import Prior
 from compilewatch.db import connect, load_noise_bands, save_noise_bands
 from compilewatch.db.queries import list_runs
@@ -30,11 +29,11 @@ def _noisy(spec, name):  # type: ignore[no-untyped-def]
 
 def test_calibrate_stores_each_models_noise_and_compare_uses_it(
         harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, output=_noisy))
     db = f"sqlite:///{tmp_path / 'cw.db'}"
     [results], bands = calibrate_command(CalibrateRequest(
         suites=(harness_suite,), models=("breaks", "branchy"), db_url=db,
-        measure=MeasureOptions(rounds=5, block_ms=1.0, quiet=True)))
+        measure=MeasureOptions(rounds=5, block_ms=1.0, quiet=True)),
+        launcher=functools.partial(FakeLauncher, output=_noisy))
     assert len(bands) == 2
     for metrics in bands.values():
         assert set(metrics) == {"compiled_time", "compiled_time_normalised", "cold_compile",
@@ -68,12 +67,11 @@ def test_several_sides_learn_what_a_sides_processes_share(
         low: float) -> None:
     """Two sides too: the loop must not take them for a base and a head whose equal keys
     make timing unnecessary."""
-    monkeypatch.setattr(schedule, "Launcher",
-                        functools.partial(FakeLauncher, output=_side_shifted))
     db = f"sqlite:///{tmp_path / 'cw.db'}"
     runs, bands = calibrate_command(CalibrateRequest(
         suites=(harness_suite,), models=("breaks",), db_url=db, sides=sides,
-        measure=MeasureOptions(rounds=5, block_ms=1.0, quiet=True)))
+        measure=MeasureOptions(rounds=5, block_ms=1.0, quiet=True)),
+        launcher=functools.partial(FakeLauncher, output=_side_shifted))
     assert len(runs) == sides and len({r.run_id for r in runs}) == sides
     [metrics] = bands.values()
     assert metrics["compiled_time"].df == sides  # two processes on each side
@@ -119,11 +117,11 @@ def test_without_a_database_the_defaults_apply(tmp_path: Path) -> None:
 def test_an_explicit_zero_timing_processes_stands(
         harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--processes 0`` learns the cold compiles' bands only; it once became the default."""
-    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, output=_noisy))
     [results], bands = calibrate_command(CalibrateRequest(
         suites=(harness_suite,), models=("breaks",), db_url=f"sqlite:///{tmp_path / 'cw.db'}",
         measure=MeasureOptions(rounds=5, block_ms=1.0, quiet=True, timing_processes=0,
-                               cold_processes=3)))
+                               cold_processes=3)),
+        launcher=functools.partial(FakeLauncher, output=_noisy))
     [r] = results.results
     assert r.latency is None or r.latency.processes == 1  # only the cold process timed, if any
     [metrics] = bands.values()

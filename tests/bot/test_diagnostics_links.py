@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.compiler import schedule
+from compilewatch.bot.cli.base import Collaborators
 from compilewatch.core.results_file import load_results, save_results
 from tests.factories import FakeLauncher
 
@@ -36,14 +36,13 @@ def two_runs(harness_suite: str, tmp_path_factory: pytest.TempPathFactory
     url = f"sqlite:///{tmp / 'cw.db'}"
     out = tmp / "compilewatch-out" / "run" / "results.json"
     ids = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(schedule, "Launcher", functools.partial(FakeLauncher, raise_on=None))
-        for _ in range(2):
-            res = CliRunner().invoke(main, ["run", "--suite", harness_suite, "--model",
-                                            "breaks", "--model", "branchy", "--no-warm", "-q",
-                                            "--out", str(out), "--db", url])
-            assert res.exit_code == 0, res.output
-            ids.append(load_results(out).run_id)
+    fake = Collaborators(launcher=functools.partial(FakeLauncher, raise_on=None))
+    for _ in range(2):
+        res = CliRunner().invoke(main, ["run", "--suite", harness_suite, "--model", "breaks",
+                                        "--model", "branchy", "--no-warm", "-q",
+                                        "--out", str(out), "--db", url], obj=fake)
+        assert res.exit_code == 0, res.output
+        ids.append(load_results(out).run_id)
     return url, ids, out
 
 

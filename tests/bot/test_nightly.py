@@ -274,7 +274,6 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
 
     from compilewatch.bot.commands.nightly import NightlyRequest, measure_nightly
     from compilewatch.bot.measure.harness import MeasureOptions
-    from compilewatch.compiler import schedule
     from compilewatch.compiler.protocol import SavedArtifact
     from compilewatch.core.results_file import load_results
     from compilewatch.core.schema import CacheCounters
@@ -293,15 +292,14 @@ def test_a_killed_nightly_keeps_its_results_and_publishable_artifacts(
         return out
 
     # cancelled in the second model's cold compile (launches: cold, warm start, cold...)
-    monkeypatch.setattr(schedule, "Launcher",
-                        functools.partial(FakeLauncher, output=output, raise_on=3))
     out = tmp_path / "nightly"
     with pytest.raises(KeyboardInterrupt):
         req = NightlyRequest(
             out=out, suites=(harness_suite,), models=("breaks", "branchy"),
             measure=MeasureOptions(timeout_s=60.0, rounds=3, block_ms=2.0, timing_processes=0,
                                    quiet=True))
-        measure_nightly(req, req.measure.resolve())
+        measure_nightly(req, req.measure.resolve(),
+                        launcher=functools.partial(FakeLauncher, output=output, raise_on=3))
     partial = load_results(out / "results.json")
     assert [r.model for r in partial.results] == ["breaks"] and partial.finished_at is None
     assert partial.settings.trigger == "nightly"
@@ -367,8 +365,8 @@ def test_the_nightlys_timing_cores_are_those_the_preflight_left(
     processes a nightly runs get the cores of the options after it, not before."""
     import dataclasses
 
-    from compilewatch.bot.commands import nightly
     from compilewatch.bot.commands.nightly import NightlyRequest, measure_nightly
+    from compilewatch.bot.measure import side
     from compilewatch.bot.measure.harness import MeasureOptions
 
     seen = []
@@ -383,8 +381,8 @@ def test_the_nightlys_timing_cores_are_those_the_preflight_left(
         seen.extend(side.opts.pin_cpus for side in sides)
         raise Stop
 
-    monkeypatch.setattr(nightly, "preflight", lanes)
-    monkeypatch.setattr(nightly, "measure_sides", measure)
+    monkeypatch.setattr(side, "preflight", lanes)
+    monkeypatch.setattr(side, "measure_sides", measure)
     req = NightlyRequest(out=tmp_path / "n", suites=("micro",), models=("gelu_mm",),
                          measure=MeasureOptions(quiet=True), no_db=True)
     with pytest.raises(Stop):

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from compilewatch.bot.cache.fetch import WarmCacheOptions
 from compilewatch.bot.cli import main
+from compilewatch.bot.cli.base import Collaborators
 from compilewatch.bot.commands.pr import PrRequest, pr_command
 from compilewatch.bot.judge.comparison import Verdict
 from compilewatch.bot.judge.thresholds import Thresholds
@@ -545,19 +546,18 @@ def test_a_killed_pr_keeps_both_sides_so_far(repo: Path, tmp_path: Path,
     is cancelled in the second model."""
     import functools
 
-    from compilewatch.compiler import schedule
     from tests.factories import FakeLauncher
 
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a", "b")}, "A")
     sh(repo, "checkout", "-q", "-b", "feature")
     commit(repo, {"models.py": suite_file("a", "b") + "\n# touched\n"}, "B")
     # a: base cold, head cold (same code: not timed); b: base cold -> cancelled
-    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, raise_on=3))
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         pr_command(PrRequest(repo=repo, base="main", head="feature", out=out, no_db=True,
                              measure=MeasureOptions(quiet=True, rounds=3)),
-                   environment=lambda _: environment())
+                   environment=lambda _: environment(),
+                   launcher=functools.partial(FakeLauncher, raise_on=3))
     base, head = (load_results(out / f"{s}.json") for s in ("base", "head"))
     assert [r.model for r in base.results] == [r.model for r in head.results] == ["a"]
     assert base.finished_at is None and head.finished_at is None
@@ -617,7 +617,6 @@ def test_pr_prints_a_table_that_fits_and_exits_1_after_writing(
     import functools
     import re
 
-    from compilewatch.compiler import schedule
     from tests.factories import FakeLauncher, worker_output
 
     commit(repo, {"pyproject.toml": PYPROJECT, "models.py": suite_file("a")}, "A")
@@ -630,12 +629,12 @@ def test_pr_prints_a_table_that_fits_and_exits_1_after_writing(
         return worker_output(spec, compiled_us=400.0 if head else 50.0,
                              fx_key="headkey" if head else None)
 
-    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, output=output))
     out = tmp_path / "out"
     res = CliRunner().invoke(main, ["pr", "--repo", str(repo), "--base", "main", "--head",
                                     "feature", "--out", str(out), "--no-db", "--rounds", "3",
                                     "--no-warm", "--fail-on-regression"],
-                             env={"COLUMNS": "80"})
+                             env={"COLUMNS": "80"}, obj=Collaborators(
+                                 launcher=functools.partial(FakeLauncher, output=output)))
     assert res.exit_code == 1, res.output
     assert "gating regression" in res.output
     assert (out / "comment.md").is_file() and (out / "report.html").is_file()

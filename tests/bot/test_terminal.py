@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.compiler import schedule
+from compilewatch.bot.cli.base import Collaborators
 from compilewatch.core.results_file import save_results
 from tests.factories import FakeLauncher, model_result, run_results
 
@@ -122,13 +122,13 @@ def test_compare_table_in_a_pipe_is_plain_and_as_wide_as_asked(sides: tuple[str,
 def test_run_summary_fits_columns_and_honours_the_colour_settings(
         harness_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         env: dict[str, str], flags: list[str], colour: bool) -> None:
-    monkeypatch.setattr(schedule, "Launcher", functools.partial(FakeLauncher, raise_on=None))
     for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE"):
         monkeypatch.delenv(name, raising=False)
     res = CliRunner().invoke(main, ["run", "--suite", harness_suite, "--model", "breaks",
                                     "--model", "branchy", "--rounds", "3", "--no-warm",
                                     "--out", str(tmp_path / "r.json"), "--no-db", *flags],
-                             env=env)
+                             env=env, obj=Collaborators(
+                                 launcher=functools.partial(FakeLauncher, raise_on=None)))
     assert res.exit_code == 0, res.output
     lines = _lines(res.output)
     table = lines[next(i for i, line in enumerate(lines) if "compilewatch run " in line):]

@@ -3,15 +3,24 @@ processes run, in which order, what runs beside what, and what is skipped."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from compilewatch.compiler import schedule
+from compilewatch.compiler.pairing import Pairing
 from compilewatch.compiler.plan import Job
-from compilewatch.compiler.schedule import LoopSettings, RunOptions, SideJobs, measure_jobs
+from compilewatch.compiler.schedule import (
+    LoopSettings,
+    MakeWorkers,
+    RunOptions,
+    SideJobs,
+    measure_jobs,
+)
 from compilewatch.core.schema import Category, Config, Status
 from compilewatch.suites.loader import load_suite
 from tests.factories import FakeLauncher, worker_output
@@ -44,8 +53,9 @@ def jobs(tmp_path: Path) -> list[Job]:
     return [Job(suite, spec, Config()) for spec in suite.models.values()]
 
 
-def _fake(monkeypatch: pytest.MonkeyPatch, **kw: object) -> None:
-    monkeypatch.setattr(schedule, "Launcher", lambda *a, **k: FakeLauncher(**kw))
+def _fake(**kw: Any) -> MakeWorkers:
+    """A launcher that starts no process: the real loop runs over ``FakeLauncher``."""
+    return functools.partial(FakeLauncher, **kw)
 
 
 OPTS = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=2)
@@ -53,9 +63,9 @@ OPTS = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=2)
 
 def test_two_sides_alternate_abba_per_model_and_per_timing_process(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(monkeypatch)
+    launch = _fake()
     sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs, OPTS)]
-    measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True))
+    measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True), launcher=launch)
     assert FakeLauncher.launches == [
         ("base", "a", "cold"), ("head", "a", "cold"),
         ("base", "a", "warm"), ("head", "a", "warm"), ("head", "a", "warm"),
@@ -75,9 +85,9 @@ def test_the_same_compiled_code_on_both_sides_is_not_timed(
         key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
         return worker_output(spec, fx_key=key)
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
-    runs = measure_jobs(sides, LoopSettings(isolation="spawn"))
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn"), launcher=launch)
     assert [(s, m, p) for s, m, p in FakeLauncher.launches if m == "a"] == [
         ("base", "a", "cold"), ("head", "a", "cold")]
     assert len([1 for _, m, p in FakeLauncher.launches if m == "b" and p == "warm"]) == 4
@@ -100,11 +110,11 @@ def test_nothing_more_runs_for_a_model_until_both_first_cold_compiles_are_in(
         key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
         return worker_output(spec, fx_key=key)
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
     sides = [SideJobs("base", jobs[:2], opts), SideJobs("head", jobs[:2], opts)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
-                                       timing_ahead=2))
+                                       timing_ahead=2), launcher=launch)
     assert sorted(x for x in FakeLauncher.launches if x[1] == "a") == [
         ("base", "a", "cold"), ("head", "a", "cold")]
     b = [(s, p) for s, m, p in FakeLauncher.launches if m == "b"]
@@ -115,17 +125,19 @@ def test_nothing_more_runs_for_a_model_until_both_first_cold_compiles_are_in(
 
 def test_a_different_environment_is_always_timed(jobs: list[Job],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(monkeypatch)
+    launch = _fake()
     sides = [SideJobs("base", jobs[:1], OPTS), SideJobs("head", jobs[:1], OPTS)]
-    runs = measure_jobs(sides, LoopSettings(isolation="spawn", same_environment=False))
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", same_environment=False),
+                        launcher=launch)
     assert runs["head"][0].result.latency is not None
 
 
 def test_cold_and_timing_processes_give_their_samples(jobs: list[Job],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(monkeypatch)
+    launch = _fake()
     opts = RunOptions(rounds=4, block_ms=1.0, cold_processes=3, timing_processes=3)
-    [run] = measure_jobs([SideJobs("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))["run"]
+    [run] = measure_jobs([SideJobs("run", jobs[:1], opts)], LoopSettings(isolation="spawn"),
+                         launcher=launch)["run"]
     r = run.result
     assert len(r.compile.cold_samples_s) == 3 and len(r.compile.warm_samples_s) == 3
     assert r.compile.cold_s == sorted(r.compile.cold_samples_s)[1]
@@ -143,9 +155,10 @@ def test_a_failed_cold_compile_stops_that_model_there(jobs: list[Job],
                                           "error": "boom"})
         return out
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
-    runs = measure_jobs([SideJobs("run", jobs[:2], opts)], LoopSettings(isolation="spawn"))["run"]
+    runs = measure_jobs([SideJobs("run", jobs[:2], opts)], LoopSettings(isolation="spawn"),
+                        launcher=launch)["run"]
     assert [m for _, m, _ in FakeLauncher.launches].count("a") == 1
     assert runs[0].result.category is Category.COMPILE_ERROR and runs[0].result.error == "boom"
     assert runs[1].result.status is Status.PASS
@@ -176,17 +189,19 @@ class _Concurrency:
 def test_on_a_cpu_nothing_runs_beside_a_timing_process(jobs: list[Job],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _Concurrency()
-    _fake(monkeypatch, output=seen)
+    launch = _fake(output=seen)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
     sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
-    measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, measure_all=True))
+    measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, measure_all=True),
+                 launcher=launch)
     timing = [others for kind, others in seen.seen if kind == "timing"]
     assert len(timing) == 18 and all(others == () for others in timing)
     assert not [o for kind, o in seen.seen if kind == "compile" and "timing" in o]
 
 
 def _on_a_gpu(jobs: list[Job], cold: int, gpus: tuple[int, ...] = (),
-              pin: tuple[int, ...] = (0,), sides: tuple[str, ...] = ("base", "head")) -> None:
+              pin: tuple[int, ...] = (0,), sides: tuple[str, ...] = ("base", "head"),
+              launch: MakeWorkers = FakeLauncher) -> None:
     """Both sides of ``jobs`` (or the ``sides`` named) through the loop as on a GPU: lanes
     overlapping, three compile slots, two timing processes ahead (a lane), every model
     timed."""
@@ -194,7 +209,7 @@ def _on_a_gpu(jobs: list[Job], cold: int, gpus: tuple[int, ...] = (),
                       pin_cpus=pin)
     sides = [SideJobs(name, jobs, opts) for name in sides]
     measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=3, overlap=True,
-                                     timing_ahead=2, measure_all=True, gpus=gpus))
+                                     timing_ahead=2, measure_all=True, gpus=gpus), launcher=launch)
 
 
 def test_on_a_gpu_compiles_overlap_timing_and_timing_queues_for_the_device_lock(
@@ -203,8 +218,8 @@ def test_on_a_gpu_compiles_overlap_timing_and_timing_queues_for_the_device_lock(
     ahead (they build and compile first) and take the device one at a time (the lock file,
     tested with real processes below)."""
     seen = _Concurrency()
-    _fake(monkeypatch, output=seen)
-    _on_a_gpu(jobs, cold=3)
+    launch = _fake(output=seen)
+    _on_a_gpu(jobs, cold=3, launch=launch)
     assert [o for kind, o in seen.seen if kind == "timing" and o.count("timing") >= 2] == []
     assert [o for kind, o in seen.seen if "timing" in o and "compile" in (kind, *o)]
     assert len(seen.locks) == 1 and None not in seen.locks
@@ -247,8 +262,8 @@ def test_with_several_gpus_each_model_times_on_one_gpu_and_models_spread_over_th
     suite = load_suite(str(path))
     jobs = [Job(suite, spec, Config()) for spec in suite.models.values()]
     seen = _Lanes()
-    _fake(monkeypatch, output=seen)
-    _on_a_gpu(jobs, cold=2, gpus=(0, 3))
+    launch = _fake(output=seen)
+    _on_a_gpu(jobs, cold=2, gpus=(0, 3), launch=launch)
     timing = [s for s in seen.seen if s[2] == "timing"]
     assert len(timing) == 6 * 2 * 3
     per_model: dict[str, set] = {}
@@ -282,8 +297,8 @@ def test_each_gpu_lane_times_on_cores_of_its_own(tmp_path: Path,
     second, so one GPU's timing never takes the core another's launch-bound model waits on;
     one core for two lanes is shared, and the run says so."""
     seen = _Lanes(sleep_s=0.0)
-    _fake(monkeypatch, output=seen)
-    _on_a_gpu(_many(tmp_path, 4), cold=1, gpus=(0, 3), pin=(14, 15))
+    launch = _fake(output=seen)
+    _on_a_gpu(_many(tmp_path, 4), cold=1, gpus=(0, 3), pin=(14, 15), launch=launch)
     by_gpu: dict[int | None, set[tuple[int, ...]]] = {}
     for (_model, gpu), pins in seen.pins.items():
         by_gpu.setdefault(gpu, set()).update(pins)
@@ -291,12 +306,13 @@ def test_each_gpu_lane_times_on_cores_of_its_own(tmp_path: Path,
 
     notes: list[str] = []
     seen = _Lanes(sleep_s=0.0)
-    _fake(monkeypatch, output=seen)
+    launch = _fake(output=seen)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=1,
                       pin_cpus=(15,))
     measure_jobs([SideJobs("run", _many(tmp_path, 2), opts)],
                  LoopSettings(isolation="spawn", overlap=True, gpus=(0, 1)),
-                 on_event=lambda e: notes.append(e.text) if e.kind == "note" else None)
+                 on_event=lambda e: notes.append(e.text) if e.kind == "note" else None,
+                 launcher=launch)
     assert {p for pins in seen.pins.values() for p in pins} == {(15,)}
     assert any("2 GPU timing lanes share the timing cores [15]" in n for n in notes), notes
 
@@ -309,13 +325,14 @@ def test_timing_cores_that_take_every_core_are_said(tmp_path: Path,
 
     def run(available: set[int]) -> list[str]:
         monkeypatch.setattr(cpus, "available", lambda: set(available))
-        _fake(monkeypatch, output=_Lanes(sleep_s=0.0))
+        launch = _fake(output=_Lanes(sleep_s=0.0))
         notes: list[str] = []
         opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=1,
                           pin_cpus=(14, 15))
         measure_jobs([SideJobs("run", _many(tmp_path, 2), opts)],
                      LoopSettings(isolation="spawn", overlap=True, gpus=(0, 1)),
-                     on_event=lambda e: notes.append(e.text) if e.kind == "note" else None)
+                     on_event=lambda e: notes.append(e.text) if e.kind == "note" else None,
+                     launcher=launch)
         return [n for n in notes if "are every core this run may use" in n]
 
     assert run({14, 15}) and "[14, 15]" in run({14, 15})[0]
@@ -349,8 +366,8 @@ def test_a_single_side_run_times_each_model_on_the_gpu_its_name_picks(
     picked = []
     for order in (jobs, jobs[::-1]):
         seen = _Lanes(sleep_s=0.0)
-        _fake(monkeypatch, output=seen)
-        _on_a_gpu(order, cold=1, gpus=(0, 1), sides=("run",))
+        launch = _fake(output=seen)
+        _on_a_gpu(order, cold=1, gpus=(0, 1), sides=("run",), launch=launch)
         picked.append({model: gpu for model, gpu in seen.pins})
     assert picked[0] == picked[1] and len(picked[0]) == 8
     assert set(picked[0].values()) == {0, 1}  # the names spread over both
@@ -361,12 +378,12 @@ def test_the_longest_model_starts_first(jobs: list[Job],
     """With stored durations the longest model's cold compiles start first and the shortest
     last; a model with none goes first (it may be the long one); without any, a training
     step (two graphs and an optimizer) before inference, each in the suite's order."""
-    _fake(monkeypatch)
+    launch = _fake()
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=1)
 
     def first_colds(settings: LoopSettings, js: list[Job]) -> list[str]:
         FakeLauncher.launches.clear()
-        measure_jobs([SideJobs("run", js, opts)], settings)
+        measure_jobs([SideJobs("run", js, opts)], settings, launcher=launch)
         return [model for _, model, kind in FakeLauncher.launches if kind == "cold"]
 
     a, b, c = (schedule.ident(j) for j in jobs)
@@ -403,19 +420,19 @@ def test_one_gpu_lane_is_the_run_as_before(jobs: list[Job],
     """No GPUs named: the one device, one lock, no GPU in any spec; one GPU named: the same
     processes, each told its GPU."""
     seen = _Lanes(sleep_s=0.0)
-    _fake(monkeypatch, output=seen)
+    launch = _fake(output=seen)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=1, timing_processes=2,
                       pin_cpus=(0,))
     sides = [SideJobs("base", jobs, opts), SideJobs("head", jobs, opts)]
     measure_jobs(sides, LoopSettings(isolation="spawn", overlap=True, timing_ahead=1,
-                                     measure_all=True))
+                                     measure_all=True), launcher=launch)
     before = list(FakeLauncher.launches)
     assert {s[3] for s in seen.seen} == {None}
     assert {Path(s[4]).name for s in seen.seen} == {"device.lock"}
     seen = _Lanes(sleep_s=0.0)
-    _fake(monkeypatch, output=seen)
+    launch = _fake(output=seen)
     measure_jobs(sides, LoopSettings(isolation="spawn", overlap=True, timing_ahead=1,
-                                     measure_all=True, gpus=(0,)))
+                                     measure_all=True, gpus=(0,)), launcher=launch)
     assert sorted(FakeLauncher.launches) == sorted(before)  # one lane named: the same work
     assert {s[3] for s in seen.seen} == {0}
 
@@ -470,7 +487,7 @@ def test_each_compile_slot_runs_on_cores_of_its_own(
 
     monkeypatch.setattr(cpus, "away", away)
     seen = _Cores()
-    _fake(monkeypatch, output=seen)
+    launch = _fake(output=seen)
     timing_core = cores - 1
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=timing,
                       pin_cpus=(timing_core,))
@@ -478,7 +495,7 @@ def test_each_compile_slot_runs_on_cores_of_its_own(
     notes: list[str] = []
     measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
                                 timing_ahead=2, measure_all=True, split_cores=split),
-            on_event=lambda e: notes.append(e.text) if e.kind == "note" else None)
+            on_event=lambda e: notes.append(e.text) if e.kind == "note" else None, launcher=launch)
     split_notes = [n for n in notes if "compile slots share" in n]
     assert (split_notes == []) if note is None else (note in split_notes[0])
     compiles = [s for s in seen.seen if s[0] == "compile"]
@@ -518,12 +535,12 @@ def test_a_models_cold_pairs_swap_which_side_takes_the_first_group(
         time.sleep(0.05)
         return worker_output(spec)
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=1,
                       pin_cpus=(15,))
     measure_jobs([SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)],
             LoopSettings(isolation="spawn", compile_slots=4, overlap=True, timing_ahead=1,
-                         measure_all=True, split_cores=True))
+                         measure_all=True, split_cores=True), launcher=launch)
     lower = [taken[("base", f"cold{i}")] < taken[("head", f"cold{i}")] for i in (1, 2, 3)]
     assert all(taken[("base", f"cold{i}")] != taken[("head", f"cold{i}")] for i in (1, 2, 3))
     assert lower == [True, False, True]  # base first, head first, base first
@@ -608,10 +625,11 @@ def test_models_that_read_nothing_the_change_touches_are_not_measured(
     change edits: b alone goes on to its cold compiles (its keys then decide its timing)."""
     files = {"a": ["loop_suite.py"], "b": ["helper.py", "loop_suite.py"],
              "c": ["loop_suite.py"]}
-    _fake(monkeypatch, output=_scanning(files))
+    launch = _fake(output=_scanning(files))
     runs = measure_jobs(_two_sides(jobs, tmp_path),
                    LoopSettings(isolation="spawn", changed=_diff(("M", "helper.py"),
-                                                                 ("M", "README.md"))))
+                                                                 ("M", "README.md"))),
+                        launcher=launch)
     phases = [p for _, _, p in FakeLauncher.launches]
     assert phases[:6] == ["scan"] * 6 and phases.count("scan") == 6
     assert sorted((s, m) for s, m, p in FakeLauncher.launches if p == "cold") == [
@@ -630,7 +648,7 @@ def test_no_scan_where_it_cannot_decide(case: str, jobs: list[Job], tmp_path: Pa
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    _fake(monkeypatch, output=_scanning({}))
+    launch = _fake(output=_scanning({}))
     suite = Path(jobs[0].suite.source).relative_to(tmp_path).as_posix()
     tasks = replace(_diff(("M", "pyproject.toml")),
                     settings=frozenset({"tool.compilewatch.tasks"}))
@@ -643,7 +661,7 @@ def test_no_scan_where_it_cannot_decide(case: str, jobs: list[Job], tmp_path: Pa
                                             changed=_diff(("M", "README.md"))),
         "no diff known": LoopSettings(isolation="spawn"),
     }[case]
-    measure_jobs(_two_sides(jobs[:1], tmp_path), settings)
+    measure_jobs(_two_sides(jobs[:1], tmp_path), settings, launcher=launch)
     assert "scan" not in [p for _, _, p in FakeLauncher.launches]
     assert ("base", "a", "cold") in FakeLauncher.launches
 
@@ -652,10 +670,11 @@ def test_a_model_on_one_side_only_and_a_failed_scan_are_measured(
         jobs: list[Job], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    _fake(monkeypatch, output=_scanning({}, fail={("head", "a")}, home=3))
+    launch = _fake(output=_scanning({}, fail={("head", "a")}, home=3))
     o = replace(OPTS, watch_root=tmp_path)
     sides = [SideJobs("base", jobs[:2], o), SideJobs("head", jobs, o)]
-    runs = measure_jobs(sides, LoopSettings(isolation="spawn", changed=_diff(("M", "README.md"))))
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", changed=_diff(("M", "README.md"))),
+                        launcher=launch)
     launched = set(FakeLauncher.launches)
     assert {("base", "a", "cold"), ("head", "a", "cold")} <= launched  # a's head scan failed
     assert ("head", "c", "scan") not in launched and ("head", "c", "cold") in launched
@@ -670,11 +689,12 @@ def test_a_model_skipped_on_one_side_is_not_scanned(jobs: list[Job], tmp_path: P
     side is measured (not left waiting for a scan that never comes)."""
     from dataclasses import replace
 
-    _fake(monkeypatch, output=_scanning({}))
+    launch = _fake(output=_scanning({}))
     o = replace(OPTS, watch_root=tmp_path)
     gone = Job(jobs[0].suite, replace(jobs[0].spec, devices=("cuda",)), jobs[0].config)
     runs = measure_jobs([SideJobs("base", jobs[:1], o), SideJobs("head", [gone], o)],
-                   LoopSettings(isolation="spawn", changed=_diff(("M", "README.md"))))
+                   LoopSettings(isolation="spawn", changed=_diff(("M", "README.md"))),
+                        launcher=launch)
     assert runs["head"][0].result.category is Category.UNSUPPORTED
     assert runs["base"][0].result.status is Status.PASS
     assert ("base", "a", "scan") not in FakeLauncher.launches
@@ -686,7 +706,7 @@ def test_an_undecided_model_gets_more_timing_processes_a_side_interleaved(
     ``extra_timing`` more timing processes a side, base/head alternating as before, and the
     results hold every process with the reason as a note. Model b's answer is None: nothing
     more runs for it."""
-    _fake(monkeypatch)
+    launch = _fake()
     asked: list[tuple[str, str, int, int]] = []
 
     def follow_up(b, h):  # type: ignore[no-untyped-def]
@@ -695,7 +715,7 @@ def test_an_undecided_model_gets_more_timing_processes_a_side_interleaved(
 
     sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
-                                       follow_up=follow_up, extra_timing=2))
+                                       follow_up=follow_up, extra_timing=2), launcher=launch)
     assert asked == [("a", "a", 2, 2), ("b", "b", 2, 2)]  # once a model, both sides in
     a_timing = [(side, phase) for side, model, phase in FakeLauncher.launches
                 if model == "a" and phase == "warm"]
@@ -720,7 +740,7 @@ def test_no_follow_up_without_timing_on_both_sides(jobs: list[Job],
         key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
         return worker_output(spec, fx_key=key)
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     asked: list[str] = []
 
     def follow_up(b, h):  # type: ignore[no-untyped-def]
@@ -729,7 +749,7 @@ def test_no_follow_up_without_timing_on_both_sides(jobs: list[Job],
 
     sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs, OPTS)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", follow_up=follow_up,
-                                       extra_timing=1))
+                                       extra_timing=1), launcher=launch)
     assert asked == ["b"]
     head = {r.result.model: r.result for r in runs["head"]}
     assert head["a"].latency is None and head["a"].timing_skipped
@@ -739,14 +759,14 @@ def test_no_follow_up_without_timing_on_both_sides(jobs: list[Job],
 
 def test_a_follow_up_that_raises_finishes_the_model_with_a_note(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(monkeypatch)
+    launch = _fake()
 
     def follow_up(b, h):  # type: ignore[no-untyped-def]
         raise ZeroDivisionError("judging bug")
 
     sides = [SideJobs("base", jobs[:1], OPTS), SideJobs("head", jobs[:1], OPTS)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
-                                       follow_up=follow_up, extra_timing=2))
+                                       follow_up=follow_up, extra_timing=2), launcher=launch)
     for side in ("base", "head"):
         (run,) = runs[side]
         assert run.result.status is Status.PASS and run.result.latency is not None
@@ -763,7 +783,7 @@ def test_an_undecided_cold_compile_gets_more_cold_compiles_each_on_an_empty_cach
     ``extra_cold`` more cold compiles a side, paired base/head, each on a cache dir of its own
     that starts empty and is removed afterwards (no timing process runs on it). The results
     hold every cold sample, the reason as a note. Model b's answer is None."""
-    _fake(monkeypatch)
+    launch = _fake()
     asked: list[tuple[str, int, int]] = []
 
     def cold_follow_up(b, h):  # type: ignore[no-untyped-def]
@@ -772,7 +792,8 @@ def test_an_undecided_cold_compile_gets_more_cold_compiles_each_on_an_empty_cach
 
     sides = [SideJobs("base", jobs[:2], COLD3), SideJobs("head", jobs[:2], COLD3)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
-                                       cold_follow_up=cold_follow_up, extra_cold=2))
+                                       cold_follow_up=cold_follow_up, extra_cold=2),
+                        launcher=launch)
     assert asked == [("a", 3, 3), ("b", 3, 3)]
     extra = [(side, name, used) for side, model, name, _, used in FakeLauncher.caches
              if model == "a" and name in ("cold4", "cold5")]
@@ -801,7 +822,7 @@ def test_an_undecided_cold_compile_gets_more_cold_compiles_each_on_an_empty_cach
 def test_timing_and_cold_follow_ups_are_asked_once_each_and_queue_their_own_kind(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch, timing_why: str | None,
         cold_why: str | None, timing: int, colds: int) -> None:
-    _fake(monkeypatch)
+    launch = _fake()
     asked: list[str] = []
 
     def ask(kind: str, why: str | None):  # type: ignore[no-untyped-def]
@@ -813,7 +834,8 @@ def test_timing_and_cold_follow_ups_are_asked_once_each_and_queue_their_own_kind
     sides = [SideJobs("base", jobs[:1], COLD3), SideJobs("head", jobs[:1], COLD3)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                        follow_up=ask("timing", timing_why), extra_timing=1,
-                                       cold_follow_up=ask("cold", cold_why), extra_cold=1))
+                                       cold_follow_up=ask("cold", cold_why), extra_cold=1),
+                        launcher=launch)
     assert asked == ["timing", "cold"]
     for side in ("base", "head"):
         (run,) = runs[side]
@@ -825,7 +847,7 @@ def test_one_cold_compile_a_side_is_never_followed_up(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
     """One sample a side is shown, not judged: nothing to settle, so nothing is asked (the
     first cold compile that failed on one side is the same: fewer than two good samples)."""
-    _fake(monkeypatch)
+    launch = _fake()
     asked: list[str] = []
 
     def cold_follow_up(b, h):  # type: ignore[no-untyped-def]
@@ -834,7 +856,8 @@ def test_one_cold_compile_a_side_is_never_followed_up(
 
     sides = [SideJobs("base", jobs[:1], OPTS), SideJobs("head", jobs[:1], OPTS)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
-                                       cold_follow_up=cold_follow_up, extra_cold=3))
+                                       cold_follow_up=cold_follow_up, extra_cold=3),
+                        launcher=launch)
     assert asked == []
     assert [k for _, _, k in FakeLauncher.launches].count("cold") == 2
     assert runs["head"][0].result.status is Status.PASS
@@ -866,11 +889,12 @@ def test_a_side_with_nothing_to_ask_finishes_the_partner_that_waited_for_it(
     failure it is), neither is lost. Timed in the cold process (``--no-warm``) and with
     timing processes alike."""
     for timing in (0, 2):
-        _fake(monkeypatch, output=_failing({("head", "cold2"), ("head", "cold3")}))
+        launch = _fake(output=_failing({("head", "cold2"), ("head", "cold3")}))
         opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=timing)
         sides = [SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)]
         runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
-                                           cold_follow_up=lambda b, h: "more", extra_cold=2))
+                                           cold_follow_up=lambda b, h: "more", extra_cold=2),
+                            launcher=launch)
         assert [r.result.model for r in runs["base"]] == ["a"], timing
         assert [r.result.model for r in runs["head"]] == ["a"], timing
         assert runs["base"][0].result.status is Status.PASS
@@ -882,11 +906,12 @@ def test_a_failed_follow_up_process_is_a_note_not_the_models_status(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
     """The model passed with the processes its first verdict had; a follow-up that crashes
     (head's cold compile 4, base's timing process 3) is left out with a note."""
-    _fake(monkeypatch, output=_failing({("head", "cold4"), ("base", "timing3")}))
+    launch = _fake(output=_failing({("head", "cold4"), ("base", "timing3")}))
     sides = [SideJobs("base", jobs[:1], COLD3), SideJobs("head", jobs[:1], COLD3)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                        follow_up=lambda b, h: "t", extra_timing=1,
-                                       cold_follow_up=lambda b, h: "c", extra_cold=2))
+                                       cold_follow_up=lambda b, h: "c", extra_cold=2),
+                        launcher=launch)
     base, head = runs["base"][0].result, runs["head"][0].result
     assert base.status is Status.PASS and head.status is Status.PASS
     assert len(base.compile.cold_samples_s) == 5 and len(head.compile.cold_samples_s) == 4
@@ -901,12 +926,12 @@ def test_cold_samples_keep_their_index_order_however_the_compiles_finish(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
     """Base's and head's cold compile i are paired by position: with compiles side by side
     the later index ends first here, and the samples still come out in index order."""
-    _fake(monkeypatch, output=_failing(set(), cold_s_of_index=True))
+    launch = _fake(output=_failing(set(), cold_s_of_index=True))
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=1)
     sides = [SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=4, overlap=True,
                                        measure_all=True, cold_follow_up=lambda b, h: "c",
-                                       extra_cold=2))
+                                       extra_cold=2), launcher=launch)
     for side in ("base", "head"):
         got = [round(x) for x in runs[side][0].result.compile.cold_samples_s]
         assert got == [1, 2, 3, 4, 5], side
@@ -933,11 +958,11 @@ def test_each_timing_process_times_the_kernels_of_its_own_cold_compile(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """What a cold compile picks (a Triton kernel's autotuned config) is then a difference
     between timing processes, which the interval sees, not one a whole side shares."""
-    _fake(monkeypatch)
+    launch = _fake()
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=cold, timing_processes=timing)
     sides = [SideJobs("base", jobs[:2], opts), SideJobs("head", jobs[:2], opts)]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True, overlap=overlap,
-                                       compile_slots=2))
+                                       compile_slots=2), launcher=launch)
     for (side, model), names in _timing_caches().items():
         assert [names[f"timing{k}"] for k in range(1, timing + 1)] == \
             [names[c] for c in expected], (side, model)
@@ -972,12 +997,12 @@ def test_a_cold_compiles_cache_is_kept_only_if_a_timing_process_will_run_on_it(
         done(self, sj, run)
 
     monkeypatch.setattr(schedule.Loop, "_done", spy)
-    _fake(monkeypatch)
+    launch = _fake()
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=4, timing_processes=timing)
     sides = [SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)]
     measure_jobs(sides, LoopSettings(isolation="spawn", measure_all=True,
                                 follow_up=(lambda b, h: None) if extra else None,
-                                extra_timing=extra))
+                                extra_timing=extra), launcher=launch)
     assert at_done == {"base": kept, "head": kept}
     later = [c for _, _, n, c, _ in FakeLauncher.caches if n.startswith("cold") and n != "cold1"]
     assert len(later) == 6 and not set(later) & set(FakeLauncher.left)
@@ -992,9 +1017,10 @@ def test_a_timing_process_whose_cold_compile_failed_runs_on_the_first_ones_cache
                                           "error": "killed"})
         return out
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
-    [run] = measure_jobs([SideJobs("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))["run"]
+    [run] = measure_jobs([SideJobs("run", jobs[:1], opts)], LoopSettings(isolation="spawn"),
+                         launcher=launch)["run"]
     [names] = _timing_caches().values()
     assert [names["timing1"], names["timing2"], names["timing3"]] == \
         [names["cold1"], names["cold1"], names["cold3"]]
@@ -1003,20 +1029,22 @@ def test_a_timing_process_whose_cold_compile_failed_runs_on_the_first_ones_cache
 
 def test_unchanged_by_construction_drops_the_timing_processes_that_wait_for_a_cache(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(monkeypatch)
+    launch = _fake()
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3)
     sides = [SideJobs("base", jobs[:1], opts), SideJobs("head", jobs[:1], opts)]
-    runs = measure_jobs(sides, LoopSettings(isolation="spawn", overlap=True, compile_slots=4))
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", overlap=True, compile_slots=4),
+                        launcher=launch)
     assert not [n for _, _, n, _, _ in FakeLauncher.caches if n.startswith("timing")]
     assert all(r.result.timing_skipped for rs in runs.values() for r in rs)
 
 
 def test_with_a_reused_cache_root_every_timing_process_runs_on_it(
         jobs: list[Job], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(monkeypatch)
+    launch = _fake()
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=3, timing_processes=3,
                       cache_root=tmp_path / "caches")
-    measure_jobs([SideJobs("run", jobs[:1], opts)], LoopSettings(isolation="spawn"))
+    measure_jobs([SideJobs("run", jobs[:1], opts)], LoopSettings(isolation="spawn"),
+                 launcher=launch)
     [names] = _timing_caches().values()
     assert {names[f"timing{k}"] for k in (1, 2, 3)} == {names["cold1"]}
     assert Path(names["cold1"]).is_relative_to(tmp_path / "caches")
@@ -1024,11 +1052,11 @@ def test_with_a_reused_cache_root_every_timing_process_runs_on_it(
 
 def test_two_configs_of_one_model_never_share_a_cache_dir(
         jobs: list[Job], monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(monkeypatch)
+    launch = _fake()
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=2, timing_processes=2)
     two = [jobs[0], Job(jobs[0].suite, jobs[0].spec, Config(dynamic=True))]
     measure_jobs([SideJobs("run", two, opts)], LoopSettings(isolation="spawn", overlap=True,
-                                                    compile_slots=4))
+                                                    compile_slots=4), launcher=launch)
     colds = [(cache, used) for _, _, n, cache, used in FakeLauncher.caches
              if n.startswith("cold")]
     assert len({c for c, _ in colds}) == 4 and not any(u for _, u in colds)
@@ -1066,7 +1094,7 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
                                  components={**BASE_COMPONENTS, "gm": "gmotherxxxxxxxxx"})
         return worker_output(spec, fx_key="fachanged" if head else None)
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     opts = RunOptions(rounds=3, block_ms=1.0, cold_processes=2, timing_processes=3)
     sides = [SideJobs("base", gpu_jobs, replace(opts, watch_root=tmp_path / "base")),
              SideJobs("head", gpu_jobs, replace(opts, watch_root=tmp_path / "head"))]
@@ -1074,7 +1102,7 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
         sides = sides[:1]
     runs = measure_jobs(sides, LoopSettings(isolation="spawn", compile_slots=2, overlap=True,
                                        same_environment=case != "other-environment",
-                                       measure_all=case == "gpu-measure-all"))
+                                       measure_all=case == "gpu-measure-all"), launcher=launch)
     refs = {(side, model): {r for s, m, r, _ in seen if (s, m) == (side, model)}
             for side, model, _, _ in seen}
     b = runs[sides[-1].name][1].result.latency
@@ -1091,18 +1119,15 @@ def test_a_changed_gpu_models_timing_processes_also_time_base_eager_model(
         assert b.reference_sizes == [] and b.referenced_per_process() == []
 
 
-def test_a_single_side_run_never_enters_the_pairing(jobs: list[Job],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """One side: no pairing object at all, so no follow-up is asked and nothing waits for a
-    partner, whatever the settings for two sides say."""
-    def refuse(*a: object, **k: object) -> None:
-        raise AssertionError("a single-side run built a pairing")
-
-    monkeypatch.setattr(schedule, "Pairing", refuse)
-    _fake(monkeypatch)
-    [run] = measure_jobs([SideJobs("run", jobs[:1], OPTS)],
-                         LoopSettings(isolation="spawn", follow_up=lambda b, h: "more",
-                                      extra_timing=2))["run"]
+def test_a_single_side_run_is_alone(jobs: list[Job]) -> None:
+    """One side is measured ``Alone``, never paired: no follow-up is asked and nothing waits
+    for a partner, whatever the settings for two sides say."""
+    settings = LoopSettings(isolation="spawn", follow_up=lambda b, h: "more", extra_timing=2)
+    one = [SideJobs("run", jobs[:1], OPTS)]
+    assert not isinstance(schedule.pairing_of(one, settings), Pairing)
+    assert isinstance(schedule.pairing_of([*one, SideJobs("b", jobs[:1], OPTS)], settings),
+                      Pairing)
+    [run] = measure_jobs(one, settings, launcher=_fake())["run"]
     assert run.result.status is Status.PASS
     assert run.result.latency is not None and run.result.latency.processes == 2
 
@@ -1112,7 +1137,7 @@ def test_a_changed_model_gets_a_profile_process_a_side_after_everything_else(
     """``profile`` is asked once a model's processes are all in on both sides, follow-ups
     included; a reason queues one profile process a side, after them, and the results hold
     its kernels and the reason. Model b's answer is None: no profile process."""
-    _fake(monkeypatch)
+    launch = _fake()
     asked: list[tuple[str, int]] = []
 
     def profile(b, h):  # type: ignore[no-untyped-def]
@@ -1122,7 +1147,7 @@ def test_a_changed_model_gets_a_profile_process_a_side_after_everything_else(
     sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
     runs = measure_jobs(sides, LoopSettings(
         isolation="spawn", measure_all=True, follow_up=lambda b, h: "close" if b.model == "a"
-        else None, extra_timing=1, profile=profile))
+        else None, extra_timing=1, profile=profile), launcher=launch)
     assert asked == [("a", 3), ("b", 2)]  # after a's follow-up: 2 + 1 timing processes
     a = [(side, phase) for side, model, phase in FakeLauncher.launches if model == "a"]
     assert a[-2:] in ([("base", "profile"), ("head", "profile")],
@@ -1145,15 +1170,16 @@ def test_profile_kernels_profiles_every_timed_model_on_one_side_or_two(
         key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
         return worker_output(spec, fx_key=key)
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     runs = measure_jobs([SideJobs("run", jobs[:2], OPTS)],
-                        LoopSettings(isolation="spawn", profile_kernels=True))
+                        LoopSettings(isolation="spawn", profile_kernels=True), launcher=launch)
     assert [(m, p) for _, m, p in FakeLauncher.launches] == [
         ("a", "cold"), ("a", "warm"), ("a", "warm"), ("a", "profile"),
         ("b", "cold"), ("b", "warm"), ("b", "warm"), ("b", "profile")]
     assert all(r.result.kernels is not None for r in runs["run"])
     sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
-    runs = measure_jobs(sides, LoopSettings(isolation="spawn", profile_kernels=True))
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", profile_kernels=True),
+                        launcher=launch)
     profiled = sorted((s, m) for s, m, p in FakeLauncher.launches if p == "profile")
     assert profiled == [("base", "b"), ("head", "b")]  # a: not timed, nothing to profile
     assert all("kernel profile" not in n for side in runs.values() for r in side
@@ -1175,9 +1201,9 @@ def test_the_profile_process_runs_on_a_copy_of_the_warm_cache(
                          sorted(p.name for p in mine.iterdir())))
         return worker_output(spec)
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     measure_jobs([SideJobs("run", jobs[:1], OPTS)],
-                 LoopSettings(isolation="spawn", profile_kernels=True))
+                 LoopSettings(isolation="spawn", profile_kernels=True), launcher=launch)
     [(timing, mine)] = seen
     assert timing == [f"compiled-by-run-loop-a-cpu-default-float32-auto-{p}"
                       for p in ("cold1", "timing1", "timing2")]
@@ -1196,9 +1222,9 @@ def test_a_failed_profile_process_is_a_note_not_the_models_status(
                                 error="profiler blew up")
         return worker_output(spec)
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     runs = measure_jobs([SideJobs("run", jobs[:1], OPTS)],
-                        LoopSettings(isolation="spawn", profile_kernels=True))
+                        LoopSettings(isolation="spawn", profile_kernels=True), launcher=launch)
     (run,) = runs["run"]
     assert run.result.status is Status.PASS and run.result.kernels is not None
     assert run.result.kernels.unknown_reason == "the profile process failed (runtime_error)"
@@ -1215,9 +1241,10 @@ def test_a_model_not_timed_is_finished_once_a_side_when_profiles_may_be_asked(
         key = "fbchanged" if spec.model == "b" and name.startswith("head") else None
         return worker_output(spec, fx_key=key)
 
-    _fake(monkeypatch, output=output)
+    launch = _fake(output=output)
     sides = [SideJobs("base", jobs[:2], OPTS), SideJobs("head", jobs[:2], OPTS)]
-    runs = measure_jobs(sides, LoopSettings(isolation="spawn", profile=lambda b, h: "moved"))
+    runs = measure_jobs(sides, LoopSettings(isolation="spawn", profile=lambda b, h: "moved"),
+                        launcher=launch)
     for side in ("base", "head"):
         assert sorted(r.result.model for r in runs[side]) == ["a", "b"]
     assert sorted((s, m) for s, m, p in FakeLauncher.launches if p == "profile") == [

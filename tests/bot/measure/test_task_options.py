@@ -77,11 +77,14 @@ def test_task_is_a_measuring_option_of_every_measuring_command() -> None:
     assert measure_options_from(kwargs).tasks == ("training",)
 
 
-def test_pr_plans_each_side_per_task() -> None:
-    from compilewatch.bot.commands.pr import plan_side
+def test_a_side_is_planned_per_task() -> None:
+    from pathlib import Path
 
-    plan = plan_side(["micro"], device="cpu", models=["ln_mlp_block"],
-                     tasks=("inference", "training"))
+    from compilewatch.bot.measure.harness import side_code
+    from compilewatch.bot.measure.side import plan_side
+
+    measuring = MeasureOptions(tasks=("inference", "training")).resolve()
+    plan = plan_side(["micro"], side_code(Path(".")), measuring, models=["ln_mlp_block"])
     assert [j.config.slug for j in plan.jobs] == ["cpu-default-float32-auto",
                                                   "cpu-default-float32-auto-training"]
 
