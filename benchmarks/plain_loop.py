@@ -493,6 +493,9 @@ def main() -> None:
         parser.error(f"--condition {WARM} is --warm-first's own: it times nothing")
     if args.warm_first and not args.cache_dir:
         parser.error("--warm-first needs --cache-dir")
+    for flag, path in (("--bot", args.bot), ("--bot-run", args.bot_run)):
+        if path is not None and not path.is_file():  # before minutes of measuring
+            parser.error(f"{flag} {path}: no such file")
     args.condition = args.condition or ["plain"]
     measured = measure(args)
     for model, per in measured.items():
