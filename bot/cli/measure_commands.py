@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,28 @@ MAX_ROUNDS = MAX_MODEL_SAMPLES // 2  # an eager and a compiled sample a round
 MAX_PROCESSES = 100  # processes of one kind a model and side
 MAX_SLOTS = 1024  # compiles at once
 
+def _numbers(what: str) -> Callable[[click.Context, click.Parameter, str | None],
+                                    tuple[int, ...] | None]:
+    """A click callback: "N[,N...]" into a tuple of ints (None stays None)."""
+    def parse(_ctx: click.Context, _param: click.Parameter, value: str | None
+              ) -> tuple[int, ...] | None:
+        if value is None:
+            return None
+        try:
+            return tuple(int(x) for x in value.split(",") if x.strip())
+        except ValueError:
+            raise click.BadParameter(f"a comma-separated list of {what}") from None
+    return parse
+
+
+def _modules(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+             ) -> tuple[str, ...]:
+    bad = [m for m in values if not m.isidentifier()]
+    if bad:
+        raise click.BadParameter(f"{bad[0]!r} is not a top-level module name (e.g. mypkg)")
+    return tuple(values)
+
+
 measure_options = stacked(
     click.option("--model", "models", multiple=True,
                  help="Only these models (exact names or shell globs). Repeatable."),
@@ -77,6 +100,7 @@ measure_options = stacked(
                  help="Compile processes at once (1 or more). Default: cores/4 (2..8) on cuda, "
                       "1 on cpu."),
     click.option("--pin-cpus", default=None, metavar="N[,N...]",
+                 callback=_numbers("core numbers"),
                  help="CPU cores the timing processes run on, cut among the GPU timing "
                       "lanes (at least one a lane). Default on cuda: the last core, or one "
                       "physical core a lane with several GPUs; none on cpu."),
@@ -95,6 +119,7 @@ measure_options = stacked(
                       "and on an H200 timing compiles without them did not narrow the "
                       "spread."),
     click.option("--allow-installed", "allow_installed", multiple=True, metavar="MODULE",
+                 callback=_modules,
                  help="Measure this module of the repository from its installed copy. By "
                       "default each side imports the repository's code from its own checkout "
                       "(root, then [tool.compilewatch] pythonpath or src/) and refuses a module "
@@ -108,6 +133,7 @@ measure_options = stacked(
                       "built-in suites only), on cpu inference. Example: --task inference "
                       "--task training."),
     click.option("--gpus", default=None, metavar="N[,N...]",
+                 callback=_numbers("GPU indices, e.g. 0,1"),
                  help="GPUs to time on (torch's device indices), one timing lane each: a "
                       "model's processes of both sides run on one GPU, different models on "
                       "different GPUs. A GPU the preflight finds noisier than the others is "
@@ -121,36 +147,15 @@ measure_options = stacked(
 )
 """How to measure: the options ``run``, ``pr`` and ``nightly`` share (``MeasureOptions``)."""
 
-MEASURE_KEYS = ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
-                "cold_processes", "isolation", "compile_slots", "pin_cpus",
-                "ready_compile_workers", "preload_compile_path", "allow_installed", "tasks",
-                "gpus", "profile_kernels")
-
-
 def measure_options_from(kwargs: dict[str, Any], **extra: Any) -> Any:
-    """Pop the measuring flags out of a command's keywords into one ``MeasureOptions``."""
+    """Pop every keyword that names a ``MeasureOptions`` field out of a command's keywords into
+    one ``MeasureOptions``: the dataclass's fields are the list, so a new measuring flag is a
+    field and a click option of the same name, nothing here. The flags arrive parsed (the
+    options' callbacks)."""
     from compilewatch.bot.measure.harness import MeasureOptions
 
-    values = {k: kwargs.pop(k) for k in MEASURE_KEYS}
-    if values["pin_cpus"] is not None:
-        try:
-            values["pin_cpus"] = tuple(int(x) for x in values["pin_cpus"].split(",") if x)
-        except ValueError:
-            raise click.BadParameter("a comma-separated list of core numbers",
-                                     param_hint="--pin-cpus") from None
-    bad = [m for m in values["allow_installed"] if not m.isidentifier()]
-    if bad:
-        raise click.BadParameter(f"{bad[0]!r} is not a top-level module name (e.g. mypkg)",
-                                 param_hint="--allow-installed")
-    values["allow_installed"] = tuple(values["allow_installed"])
-    values["tasks"] = tuple(values["tasks"])
-    if values["gpus"] is not None:
-        try:
-            values["gpus"] = tuple(int(x) for x in values["gpus"].split(",") if x.strip())
-        except ValueError:
-            raise click.BadParameter("a comma-separated list of GPU indices, e.g. 0,1",
-                                     param_hint="--gpus") from None
-    return MeasureOptions(**values, **extra)
+    names = {f.name for f in dataclasses.fields(MeasureOptions)}
+    return MeasureOptions(**{k: kwargs.pop(k) for k in list(kwargs) if k in names}, **extra)
 
 
 def warm_cache_options_from(kwargs: dict[str, Any]) -> Any:
@@ -308,7 +313,7 @@ def run_cmd(allow_empty: bool, remote_cache_write: bool, **kwargs: Any) -> None:
     from compilewatch.bot.commands.run import RunRequest, run_command
     from compilewatch.bot.render.run_table import summary_table
 
-    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    measure = measure_options_from(kwargs)
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
     if remote_cache_write and kwargs["remote_cache"] is None:
@@ -380,7 +385,7 @@ def nightly_cmd(**kwargs: Any) -> None:
     """
     from compilewatch.bot.commands.nightly import NightlyRequest, PublishOptions, nightly_command
 
-    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    measure = measure_options_from(kwargs)
     publish = PublishOptions(
         to_dir=kwargs.pop("publish_to"), to_release=kwargs.pop("publish_to_release"),
         repo=kwargs.pop("repo"), tag=kwargs.pop("tag"), tag_prefix=kwargs.pop("tag_prefix"),
@@ -465,7 +470,7 @@ def calibrate_cmd(**kwargs: Any) -> None:
     """
     from compilewatch.bot.commands.calibrate import CalibrateRequest, calibrate_command
 
-    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"))
+    measure = measure_options_from(kwargs)
     let_go_first(keep_database=True)
     from compilewatch.bot.cli.progress import ProgressDisplay
 
@@ -552,10 +557,7 @@ def pr_cmd(**kwargs: Any) -> None:
     from compilewatch.bot.judge.verdicts import raise_on_gating
     from compilewatch.bot.render.comparison_table import build_table
 
-    measure = measure_options_from(kwargs, quiet=kwargs.pop("quiet"),
-                                   measure_all=kwargs.pop("measure_all"),
-                                   extra_processes=kwargs.pop("extra_processes"),
-                                   extra_cold_processes=kwargs.pop("extra_cold_processes"))
+    measure = measure_options_from(kwargs)
     if kwargs.pop("no_warm"):
         measure = dataclasses.replace(measure, timing_processes=0)
     fail_on_regression = kwargs.pop("fail_on_regression")

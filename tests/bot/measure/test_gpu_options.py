@@ -7,7 +7,6 @@ import pytest
 from click.testing import CliRunner
 
 from compilewatch.bot.cli import main
-from compilewatch.bot.cli.measure_commands import measure_options_from
 from compilewatch.bot.measure import harness
 from compilewatch.bot.measure.harness import MeasureOptions, preflight
 from compilewatch.core.errors import UsageError
@@ -76,13 +75,9 @@ def test_the_preflight_reads_the_gpus_asked_for(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_gpus_flag_is_parsed_and_a_bad_one_is_exit_2() -> None:
-    kw = {k: None for k in ("device", "rounds", "block_ms", "timeout_s", "timing_processes",
-                            "cold_processes", "isolation", "compile_slots", "pin_cpus",
-                            "ready_compile_workers", "preload_compile_path")}
-    kw.update(device="cuda", rounds=1, block_ms=1.0, timeout_s=1.0, isolation="fork",
-              ready_compile_workers=False, preload_compile_path=False, allow_installed=(),
-              tasks=(), gpus="0, 2", profile_kernels=False)
-    assert measure_options_from(kw).gpus == (0, 2)
+    # parsed ("0, 2" is two GPUs), then refused by the checks that read it
+    got = CliRunner().invoke(main, ["run", "--device", "cpu", "--gpus", "0, 2"])
+    assert got.exit_code == 2 and "--gpus needs --device cuda" in got.output
     for command in ("run", "pr", "nightly", "calibrate"):
         assert "--gpus N[,N...]" in CliRunner().invoke(main, [command, "--help"]).output
     got = CliRunner().invoke(main, ["run", "--device", "cuda", "--gpus", "zero"])
