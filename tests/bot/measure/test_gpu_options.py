@@ -110,3 +110,16 @@ def test_too_few_pin_cpus_for_the_lanes_asked_is_refused_before_the_preflight(
         m.check_gpus(3)
     m.check_gpus(2)  # one core a lane
     MeasureOptions(device="cuda", pin_cpus=(14, 15), gpus=(0, 2)).resolve().check_gpus(3)
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--pin-cpus", "1,x", "a comma-separated list of core numbers"),
+    ("--gpus", "zero", "a comma-separated list of GPU indices"),
+    ("--allow-installed", "my-pkg", "'my-pkg' is not a top-level module name"),
+])
+def test_a_measuring_flag_that_does_not_parse_is_exit_2_naming_it(flag: str, value: str,
+                                                                   said: str) -> None:
+    for command in ("run", "pr", "nightly", "calibrate"):
+        got = CliRunner().invoke(main, [command, flag, value])
+        assert got.exit_code == 2, (command, got.output)
+        assert flag in got.output and said in got.output and "Traceback" not in got.output
