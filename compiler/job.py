@@ -30,10 +30,8 @@ from compilewatch.compiler.lanes import Kind, Task
 from compilewatch.compiler.plan import Job
 from compilewatch.compiler.protocol import Phase, WorkerOutput, WorkerSpec
 from compilewatch.core.errors import CacheArtifactError, CompilewatchError
+from compilewatch.core.runinfo import DEFAULT_BLOCK_MS, DEFAULT_ROUNDS, DEFAULT_TIMEOUT_S
 from compilewatch.core.schema import (
-    DEFAULT_BLOCK_MS,
-    DEFAULT_ROUNDS,
-    DEFAULT_TIMEOUT_S,
     STATUS_OF,
     CacheCounters,
     Category,

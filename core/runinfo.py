@@ -2,7 +2,7 @@
 it imported (``Code``, each module's ``ModuleOrigin``), how it
 measured (``RunSettings``), the host's preflight (``HostCheck``) and, for a sharded run, its
 shards (``Sharding``). Part of the one results schema: ``core/schema.py`` ``RunResults`` holds
-them, and every other module imports them from there."""
+them, and every other module imports them from there (the measuring defaults below from here)."""
 
 from __future__ import annotations
 

@@ -56,9 +56,6 @@ from compilewatch.core.fields import (  # noqa: F401  (names other modules impor
 )
 from compilewatch.core.kernels import KernelProfile
 from compilewatch.core.runinfo import (  # noqa: F401  (names other modules import from here)
-    DEFAULT_BLOCK_MS,
-    DEFAULT_ROUNDS,
-    DEFAULT_TIMEOUT_S,
     MAX_SHARDS,
     Code,
     Environment,

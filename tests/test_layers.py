@@ -27,7 +27,7 @@ ROOM_ALLOWED = {
     "checkout": set(),
     "history": {"render", "judge"},
     "cache": {"github"},
-    "measure": {"judge", "render"},
+    "measure": {"judge", "render", "checkout", "shards"},
     "shards": set(),
 }
 

@@ -26,10 +26,8 @@ from compilewatch.bot.cli.base import (
     stacked,
     url_option,
 )
+from compilewatch.core.runinfo import DEFAULT_BLOCK_MS, DEFAULT_ROUNDS, DEFAULT_TIMEOUT_S
 from compilewatch.core.schema import (
-    DEFAULT_BLOCK_MS,
-    DEFAULT_ROUNDS,
-    DEFAULT_TIMEOUT_S,
     DEVICES,
     DTYPES,
     DYNAMIC,

@@ -35,10 +35,8 @@ from compilewatch.compiler.schedule import (
 )
 from compilewatch.core.errors import UsageError
 from compilewatch.core.followup import FollowUp
+from compilewatch.core.runinfo import DEFAULT_BLOCK_MS, DEFAULT_ROUNDS, DEFAULT_TIMEOUT_S
 from compilewatch.core.schema import (
-    DEFAULT_BLOCK_MS,
-    DEFAULT_ROUNDS,
-    DEFAULT_TIMEOUT_S,
     MAX_MODEL_SAMPLES,
     MAX_ORIGINS,
     MAX_SHORT_CHARS,
