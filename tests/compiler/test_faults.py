@@ -78,8 +78,10 @@ def faults_run(request: pytest.FixtureRequest, harness_suite: str,
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GITHUB_TOKEN", SECRET)
         mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET + "aws")
+        # long enough for a spawned worker's imports on a loaded runner to reach the
+        # factory it hangs in (at 20 s one was stopped still importing, "last phase: start")
         hang = SideJobs("hang", [Job(suite, suite.models["hangs"], Config())],
-                    dataclasses.replace(opts, timeout_s=20))
+                    dataclasses.replace(opts, timeout_s=45))
         sides = measure_jobs([SideJobs("run", jobs, opts), hang],
                         LoopSettings(isolation=request.param, compile_slots=4))
     return ({r.result.model: r.result for runs in sides.values() for r in runs}, pidfile,
