@@ -251,8 +251,8 @@ class Pairing(Alone):
             sj.outputs.timing_skipped = reason
             sj.drop_held()
             sj.dropped(loop.drop(lambda t, side=sj.side: t.side == side
-                                      and ident(t.job) == key
-                                      and t.kind not in ("warm_start", "remote")))
+                                 and ident(t.job) == key
+                                 and t.kind not in ("warm_start", "remote")))
             loop.settle(sj)
 
     # --- follow-ups ------------------------------------------------------------------------

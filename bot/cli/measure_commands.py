@@ -44,6 +44,7 @@ MAX_ROUNDS = MAX_MODEL_SAMPLES // 2  # an eager and a compiled sample a round
 MAX_PROCESSES = 100  # processes of one kind a model and side
 MAX_SLOTS = 1024  # compiles at once
 
+
 def _numbers(what: str) -> Callable[[click.Context, click.Parameter, str | None],
                                     tuple[int, ...] | None]:
     """A click callback: "N[,N...]" into a tuple of ints (None stays None)."""

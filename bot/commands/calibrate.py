@@ -125,8 +125,7 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
     measured = measure_side(
         Checkout(req.repo, suite_sources(req.suites, req.repo, project), python=req.python,
                  models=req.models, allow_installed=options.allow_installed, names=names,
-                 project=project,
-                 db_url=req.db_url),
+                 project=project, db_url=req.db_url),
         options, progress=progress, launcher=launcher)
     runs = [measured.results[name] for name in names]
     check_own_code(*runs)
@@ -137,6 +136,6 @@ def calibrate_command(req: CalibrateRequest, *, progress: OnProgress | None = No
     bands = {ident: b for ident, rs in by_model.items() if (b := model_bands(rs))}
     store_runs(req.db_url, *runs)
     with connect(req.db_url) as db:
-        save_noise_bands(db, fingerprint=measured.env.fingerprint, run_id=runs[0].run_id,
-                         bands=bands)
+        save_noise_bands(db, fingerprint=runs[0].environment.fingerprint,
+                         run_id=runs[0].run_id, bands=bands)
     return runs, bands

@@ -113,6 +113,7 @@ def measure_nightly(req: NightlyRequest, measuring: Measuring,
                         trigger="nightly", allow_empty=req.allow_empty, shard=req.shard,
                         db_url=req.db_url, no_db=req.no_db,
                         remote_cache=shared.role if shared else None)
+
     def write(results: RunResults, done: list[JobRun]) -> tuple[RunResults, art.Manifest]:
         """The results file and the manifest; also after each model (results not finished),
         so a job killed later keeps its results and publishable artifacts."""

@@ -24,6 +24,7 @@ from compilewatch.bot.measure.remote import RemoteCacheOptions
 from compilewatch.bot.measure.remote import setup as remote_setup
 from compilewatch.bot.measure.side import Checkout, measure_side
 from compilewatch.bot.shards.plan import ShardOptions
+from compilewatch.bot.shards.select import empty_shard
 from compilewatch.compiler.processes import Launcher
 from compilewatch.compiler.schedule import MakeWorkers
 from compilewatch.compiler.tempdirs import owned_temporary
@@ -98,8 +99,8 @@ def run_command(req: RunRequest, *, progress: OnProgress | None = None,
     save_results(results, req.out)
     check_own_code(results)
     # an empty run is never stored, so the message names its file, not its id
-    sharded_empty = measured.shard is not None and not measured.runs["run"]
-    check_something_measured(results, req.allow_empty or sharded_empty, written_to=req.out)
+    check_something_measured(results, req.allow_empty or empty_shard(results),
+                             written_to=req.out)
     if not req.no_db:
         store_runs(req.db_url, results)
     return results

@@ -171,10 +171,8 @@ def _data(p: PanelData, x: svg.Scale) -> str:
 
     values = [float(f"{v:.4g}") for _, v, _ in p.points]
     runs = [-1 if r is None else r for _, _, r in p.points]
-    # point i's x, unrounded (``Scale`` rounds each pixel to 0.1, and a rounded step drifts by
-    # a point over a year of nightlies)
-    dx = (x.b - x.a) / (x.hi - x.lo)
-    x0 = x.a + (0 - x.lo) * dx
+    # point i's x is x0 + i * dx, both unrounded
+    x0, dx = x.exact(0), x.exact(1) - x.exact(0)
     out = [f'data-x="{x0:.3f},{dx:.5f}"', attr("v", values), attr("r", runs),
            f'data-u="{svg.esc(p.unit)}"', f'data-int="{int(p.integer)}"']
     if p.intervals:

@@ -35,11 +35,11 @@ from compilewatch.bot.measure.listing import load_suites, modules_of
 from compilewatch.bot.measure.outcome import check_device_available
 from compilewatch.bot.shards.durations import loop_durations
 from compilewatch.bot.shards.plan import ShardOptions
-from compilewatch.bot.shards.select import ShardPlan, plan_shard, stamped
+from compilewatch.bot.shards.select import plan_shard, stamped
 from compilewatch.compiler.plan import Job, plan_jobs
 from compilewatch.compiler.processes import Launcher
 from compilewatch.compiler.schedule import JobRun, MakeWorkers, SideJobs
-from compilewatch.core.schema import Environment, HostCheck, ModelResult, RunResults
+from compilewatch.core.schema import Environment, ModelResult, RunResults
 from compilewatch.suites.imports import SideCode
 from compilewatch.suites.loader import Suite
 
@@ -110,15 +110,11 @@ class Checkout:
 
 @dataclass(frozen=True)
 class Measured:
-    """What ``measure_side`` measured: each run's results and its models' runs (by name), the
-    environment, the host check and the measuring options after it (its GPU lanes)."""
+    """What ``measure_side`` measured, by run name: each run's results (its environment and
+    host check among them) and its models' runs (the loop's, e.g. a nightly's artifacts)."""
 
     results: dict[str, RunResults]
     runs: dict[str, list[JobRun]]
-    env: Environment
-    host: HostCheck | None
-    measuring: Measuring
-    shard: ShardPlan | None = None
 
 
 # the run options a command adds (its caches, folders, warm cache), given the environment
@@ -148,7 +144,7 @@ def measure_side(checkout: Checkout, measuring: Measuring, *,
     started, ids = now(), {name: uuid.uuid4().hex for name in c.names}
     check_device_available(env, measuring.device, c.allow_empty, c.python)
     host, measuring = preflight(measuring, env, c.python)
-    opts = measuring.run_options(c.python, code=code, **run_extra(env, ids[c.names[0]]))
+    opts = measuring.run_options(c.python, code=side.code, **run_extra(env, ids[c.names[0]]))
 
     def results_of(done: dict[str, list[JobRun]], finished: bool) -> dict[str, RunResults]:
         return {name: stamped(shard, side.results(
@@ -165,4 +161,4 @@ def measure_side(checkout: Checkout, measuring: Measuring, *,
                          progress=progress, on_done=on_done, launcher=launcher,
                          durations=loop_durations(c.shard.durations, c.db_url,
                                                   env.fingerprint))
-    return Measured(results_of(runs, finished=True), runs, env, host, measuring, shard)
+    return Measured(results_of(runs, finished=True), runs)

@@ -47,10 +47,16 @@ class Scale:
     log: bool = False
 
     def __call__(self, v: float) -> float:
+        """``v``'s pixel, to a tenth (what a drawing writes)."""
+        return round(self.exact(v), 1)
+
+    def exact(self, v: float) -> float:
+        """``v``'s pixel unrounded: a step between points a script multiplies out (a
+        rounded step drifts by a point over hundreds of them)."""
         lo, hi, v = ((math.log10(x) for x in (self.lo, self.hi, max(v, 1e-300))) if self.log
                      else (self.lo, self.hi, v))
         span = (hi - lo) or 1.0
-        return round(self.a + (v - lo) / span * (self.b - self.a), 1)
+        return self.a + (v - lo) / span * (self.b - self.a)
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5, *, integer: bool = False) -> list[float]:
